@@ -1,0 +1,13 @@
+"""fairseq-fusion: five Transformer NMT papers as options of one fairseq model.
+
+Loaded by fairseq through ``--user-dir fairseq_fusion``; importing it registers the
+``fusion_transformer`` model family, our criterions and tasks, and allow-lists the few
+classes fairseq checkpoints pickle, so they load under torch >= 2.6 (``weights_only``).
+"""
+from . import checkpoint_safety
+
+checkpoint_safety.allow_fairseq_checkpoint_globals()
+
+from . import criterions, models, modules, tasks  # noqa: E402,F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,35 @@
+"""Narrow allow-list so fairseq checkpoints load with torch's ``weights_only=True``.
+
+torch >= 2.6 unpickles checkpoints with ``weights_only=True`` by default; fairseq
+checkpoints contain an ``argparse.Namespace`` (legacy ``args`` and ``cfg.model``) and,
+when states are broadcast for a distributed resume, omegaconf containers. We add exactly
+those classes to torch's safe globals; nothing switches unsafe loading on globally.
+"""
+import argparse
+import collections
+import typing
+
+import torch
+
+
+def fairseq_checkpoint_globals():
+    """The classes a fairseq checkpoint or a broadcast training state may pickle."""
+    classes = [argparse.Namespace, collections.defaultdict, typing.Any]
+    try:
+        from omegaconf import DictConfig, ListConfig, nodes
+        from omegaconf.base import ContainerMetadata, Metadata
+
+        classes += [DictConfig, ListConfig, ContainerMetadata, Metadata]
+        classes += [
+            nodes.AnyNode, nodes.StringNode, nodes.IntegerNode, nodes.FloatNode,
+            nodes.BooleanNode, nodes.EnumNode, nodes.PathNode, nodes.BytesNode,
+        ]
+    except ImportError:  # omegaconf comes with fairseq; without it there is nothing to add
+        pass
+    return classes
+
+
+def allow_fairseq_checkpoint_globals():
+    add = getattr(torch.serialization, "add_safe_globals", None)
+    if add is not None:  # torch < 2.4 has no weights_only default to satisfy
+        add(fairseq_checkpoint_globals())

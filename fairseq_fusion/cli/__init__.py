@@ -1,0 +1,1 @@
+"""Console scripts of fairseq-fusion (see setup.py)."""

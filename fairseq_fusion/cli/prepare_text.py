@@ -1,0 +1,164 @@
+"""fusion-prepare: raw parallel text -> Moses tokens -> joint BPE -> fairseq-preprocess.
+
+Reads ``PREFIX.LANG`` or ``PREFIX.LANG.gz`` for each split, tokenizes with sacremoses,
+learns joint BPE on the training data of both languages (subword-nmt, or fastBPE for
+applying the codes), and binarizes with ``fairseq-preprocess --joined-dictionary``.
+Training pairs are cleaned (empty sides, over ``--max-len`` tokens, length ratio over
+``--max-ratio``) as Moses' ``clean-corpus-n.perl`` does; valid and test sets are kept whole.
+"""
+import argparse
+import gzip
+import os
+import subprocess
+import sys
+from multiprocessing import Pool
+
+from tqdm import tqdm
+
+from .. import data_paths
+from ._tools import console_script
+
+
+def read_lines(prefix, lang, max_lines=None):
+    path = data_paths.find_text(prefix, lang)
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
+    return lines[:max_lines] if max_lines else lines
+
+
+_TOKENIZER = None
+
+
+def _init_tokenizer(lang):
+    global _TOKENIZER
+    from sacremoses import MosesTokenizer
+
+    _TOKENIZER = MosesTokenizer(lang=lang)
+
+
+def _tokenize(line):
+    return _TOKENIZER.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
+
+
+def tokenize(lines, lang, workers, desc):
+    with Pool(workers, initializer=_init_tokenizer, initargs=(lang,)) as pool:
+        return list(tqdm(pool.imap(_tokenize, lines, chunksize=256), total=len(lines), desc=desc, mininterval=2))
+
+
+def clean_pairs(src, tgt, max_len, max_ratio):
+    kept_src, kept_tgt = [], []
+    for s, t in zip(src, tgt):
+        ns, nt = len(s.split()), len(t.split())
+        if ns == 0 or nt == 0 or ns > max_len or nt > max_len:
+            continue
+        if ns / nt > max_ratio or nt / ns > max_ratio:
+            continue
+        kept_src.append(s)
+        kept_tgt.append(t)
+    return kept_src, kept_tgt
+
+
+def write_lines(path, lines):
+    with open(path, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line + "\n")
+
+
+def learn_bpe(train_files, codes_path, merges, min_frequency=2):
+    from subword_nmt.learn_bpe import learn_bpe as _learn
+
+    joined = codes_path + ".train"
+    with open(joined, "w", encoding="utf-8") as out:
+        for path in train_files:
+            with open(path, encoding="utf-8") as f:
+                out.writelines(f)
+    with open(joined, encoding="utf-8") as fin, open(codes_path, "w", encoding="utf-8") as fout:
+        _learn(fin, fout, merges, min_frequency=min_frequency)
+    os.remove(joined)
+
+
+def apply_bpe(codes_path, in_path, out_path, tool):
+    if tool == "fastbpe":
+        import fastBPE
+
+        bpe = fastBPE.fastBPE(codes_path)
+        with open(in_path, encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for line in f]
+        write_lines(out_path, bpe.apply(lines))
+        return
+    from subword_nmt.apply_bpe import BPE
+
+    with open(codes_path, encoding="utf-8") as f:
+        bpe = BPE(f)
+    with open(in_path, encoding="utf-8") as f:
+        lines = f.readlines()
+    with open(out_path, "w", encoding="utf-8") as out:
+        for line in tqdm(lines, desc="bpe " + os.path.basename(in_path), mininterval=2):
+            out.write(bpe.process_line(line))
+
+
+def get_parser():
+    p = argparse.ArgumentParser(prog="fusion-prepare", description=__doc__.split("\n")[0])
+    p.add_argument("--source-lang", "-s", required=True)
+    p.add_argument("--target-lang", "-t", required=True)
+    p.add_argument("--trainpref", required=True, help="prefix of the raw training files")
+    p.add_argument("--validpref", required=True)
+    p.add_argument("--testpref", default=None, help="comma-separated prefixes of test sets")
+    p.add_argument("--destdir", required=True, help="output: tokenized, BPE and binarized data")
+    p.add_argument("--bpe-merges", type=int, default=4000)
+    p.add_argument("--bpe-tool", choices=["subword-nmt", "fastbpe"], default="subword-nmt",
+                   help="tool that applies the codes (they are always learned with subword-nmt)")
+    p.add_argument("--max-lines", type=int, default=None, help="use only the first N lines of each split")
+    p.add_argument("--max-len", type=int, default=250, help="drop training pairs longer than this")
+    p.add_argument("--max-ratio", type=float, default=9.0, help="drop training pairs with a larger length ratio")
+    p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)))
+    return p
+
+
+def main(args):
+    src, tgt = args.source_lang, args.target_lang
+    os.makedirs(args.destdir, exist_ok=True)
+    tok_dir = os.path.join(args.destdir, "tok")
+    os.makedirs(tok_dir, exist_ok=True)
+    splits = [("train", args.trainpref), ("valid", args.validpref)]
+    if args.testpref:
+        splits += [("test" if i == 0 else f"test{i}", p) for i, p in enumerate(args.testpref.split(","))]
+
+    for split, prefix in splits:
+        raw = {lang: read_lines(prefix, lang, args.max_lines) for lang in (src, tgt)}
+        if len(raw[src]) != len(raw[tgt]):
+            sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
+        tok = {lang: tokenize(raw[lang], lang, args.workers, f"tokenize {split}.{lang}") for lang in (src, tgt)}
+        if split == "train":
+            tok[src], tok[tgt] = clean_pairs(tok[src], tok[tgt], args.max_len, args.max_ratio)
+        for lang in (src, tgt):
+            write_lines(os.path.join(tok_dir, f"{split}.{lang}"), tok[lang])
+            write_lines(os.path.join(tok_dir, f"{split}.raw.{lang}"), raw[lang])
+
+    codes = os.path.join(args.destdir, "bpe.codes")
+    print(f"| learning {args.bpe_merges} joint BPE merges", flush=True)
+    learn_bpe([os.path.join(tok_dir, f"train.{lang}") for lang in (src, tgt)], codes, args.bpe_merges)
+    for split, _ in splits:
+        for lang in (src, tgt):
+            apply_bpe(codes, os.path.join(tok_dir, f"{split}.{lang}"), os.path.join(tok_dir, f"{split}.bpe.{lang}"), args.bpe_tool)
+
+    cmd = [
+        console_script("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
+        "--trainpref", os.path.join(tok_dir, "train.bpe"),
+        "--validpref", os.path.join(tok_dir, "valid.bpe"),
+        "--destdir", args.destdir, "--joined-dictionary", "--workers", str(args.workers),
+    ]
+    tests = [s for s, _ in splits if s.startswith("test")]
+    if tests:
+        cmd += ["--testpref", ",".join(os.path.join(tok_dir, f"{s}.bpe") for s in tests)]
+    print("| " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def cli_main():
+    main(get_parser().parse_args())
+
+
+if __name__ == "__main__":
+    cli_main()

@@ -1,0 +1,20 @@
+"""Base presets: ``fusion_transformer`` (= fairseq ``transformer``) and ``fusion_transformer_big``."""
+from fairseq.models import register_model_architecture
+from fairseq.models.transformer.transformer_legacy import (
+    base_architecture,
+    transformer_vaswani_wmt_en_de_big,
+)
+
+from . import fusion_options
+
+
+@register_model_architecture("fusion_transformer", "fusion_transformer")
+def fusion_base_architecture(args):
+    base_architecture(args)
+    fusion_options.set_defaults(args)
+
+
+@register_model_architecture("fusion_transformer", "fusion_transformer_big")
+def fusion_big_architecture(args):
+    transformer_vaswani_wmt_en_de_big(args)
+    fusion_options.set_defaults(args)

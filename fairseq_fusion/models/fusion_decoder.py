@@ -1,0 +1,144 @@
+"""Decoder of ``fusion_transformer``: fairseq's decoder with seams for the five papers.
+
+Differences from ``TransformerDecoderBase`` (none changes the numbers with options off):
+- ``encoder_memory(idx, encoder_out, incremental_state)`` (seam c): the tensor decoder layer
+  ``idx`` attends and its padding mask; default: the encoder's top output;
+- every layer receives ``ctx`` = {"embed": scaled target embeddings without positions of
+  the current steps (T x B x C), "states": embedding layer + lower layers' outputs,
+  "encoder_out": the encoder's dict, "incremental_state": as given};
+- ``combine_layers`` / ``stack_output`` (seam b) as in the encoder;
+- ``output_fusion`` (seam e): a module with ``get_normalized_probs(net_output, log_probs)``
+  that the model defers to; ``None`` keeps fairseq's softmax. Whatever it reads from
+  ``extra`` must be last-step only in incremental decoding (fairseq's ensemble slices
+  only ``decoder_out[0]``).
+"""
+from typing import Any, Dict, List, Optional
+
+from fairseq.distributed import fsdp_wrap
+from fairseq.models.transformer import TransformerDecoderBase
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from torch import Tensor
+
+from .fusion_layers import FusionDecoderLayer
+
+
+class FusionTransformerDecoder(TransformerDecoderBase):
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+        self._layers_built = 0
+        super().__init__(
+            cfg, dictionary, embed_tokens,
+            no_encoder_attn=no_encoder_attn, output_projection=output_projection,
+        )
+        self.output_fusion = None
+
+    def build_decoder_layer(self, cfg, no_encoder_attn=False):
+        layer = FusionDecoderLayer(cfg, no_encoder_attn, layer_idx=self._layers_built)
+        self._layers_built += 1
+        if cfg.checkpoint_activations:
+            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        min_params_to_wrap = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
+        return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
+
+    # seam (c): what decoder layer idx reads of the encoder
+    def encoder_memory(self, idx: int, encoder_out, incremental_state):
+        enc = padding_mask = None
+        if encoder_out is not None and len(encoder_out["encoder_out"]) > 0:
+            enc = encoder_out["encoder_out"][0]
+        if encoder_out is not None and len(encoder_out["encoder_padding_mask"]) > 0:
+            padding_mask = encoder_out["encoder_padding_mask"][0]
+        return enc, padding_mask
+
+    # seam (b): layer combination; identity with options off
+    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: Dict[str, Any]) -> Tensor:
+        return x
+
+    def stack_output(self, states: List[Tensor], ctx: Dict[str, Any]) -> Tensor:
+        return states[-1]
+
+    def embed(self, prev_output_tokens, incremental_state):
+        """fairseq's decoder input: returns (layer-0 input T x B x C, scaled token embeddings T x B x C)."""
+        positions = None
+        if self.embed_positions is not None:
+            positions = self.embed_positions(prev_output_tokens, incremental_state=incremental_state)
+        if incremental_state is not None:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+            if positions is not None:
+                positions = positions[:, -1:]
+        prev_output_tokens = prev_output_tokens.contiguous()
+        embed = self.embed_scale * self.embed_tokens(prev_output_tokens)
+        x = embed
+        if self.quant_noise is not None:
+            x = self.quant_noise(x)
+        if self.project_in_dim is not None:
+            x = self.project_in_dim(x)
+            embed = x
+        if positions is not None:
+            x = x + positions
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        x = self.dropout_module(x)
+        return x.transpose(0, 1), embed.transpose(0, 1), prev_output_tokens
+
+    def extract_features_scriptable(
+        self,
+        prev_output_tokens,
+        encoder_out: Optional[Dict[str, List[Tensor]]],
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        full_context_alignment: bool = False,
+        alignment_layer: Optional[int] = None,
+        alignment_heads: Optional[int] = None,
+    ):
+        if alignment_layer is None:
+            alignment_layer = self.num_layers - 1
+
+        x, embed, prev_output_tokens = self.embed(prev_output_tokens, incremental_state)
+        self_attn_padding_mask: Optional[Tensor] = None
+        if prev_output_tokens.eq(self.padding_idx).any():
+            self_attn_padding_mask = prev_output_tokens.eq(self.padding_idx)
+
+        attn: Optional[Tensor] = None
+        states: List[Tensor] = [x]
+        ctx: Dict[str, Any] = {
+            "embed": embed,
+            "states": states,
+            "encoder_out": encoder_out,
+            "incremental_state": incremental_state,
+            "extra": {},
+        }
+        for idx, layer in enumerate(self.layers):
+            if incremental_state is None and not full_context_alignment:
+                self_attn_mask = self.buffered_future_mask(x)
+            else:
+                self_attn_mask = None
+            enc, enc_padding_mask = self.encoder_memory(idx, encoder_out, incremental_state)
+            x, layer_attn, _ = layer(
+                x,
+                enc,
+                enc_padding_mask,
+                incremental_state,
+                self_attn_mask=self_attn_mask,
+                self_attn_padding_mask=self_attn_padding_mask,
+                need_attn=bool(idx == alignment_layer),
+                need_head_weights=bool(idx == alignment_layer),
+                ctx=ctx,
+            )
+            x = self.combine_layers(idx, x, states, ctx)
+            states.append(x)
+            if layer_attn is not None and idx == alignment_layer:
+                attn = layer_attn.float().to(x)
+        x = self.stack_output(states, ctx)
+
+        if attn is not None:
+            if alignment_heads is not None:
+                attn = attn[:alignment_heads]
+            attn = attn.mean(dim=0)  # average over heads
+
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        x = x.transpose(0, 1)  # T x B x C -> B x T x C
+        if self.project_out_dim is not None:
+            x = self.project_out_dim(x)
+
+        extra = {"attn": [attn], "inner_states": states}
+        extra.update(ctx["extra"])
+        return x, extra

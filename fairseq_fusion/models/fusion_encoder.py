@@ -1,0 +1,116 @@
+"""Encoder of ``fusion_transformer``: fairseq's encoder with a layer context and full states.
+
+Differences from ``TransformerEncoderBase`` (none changes the numbers with options off):
+- every layer receives ``ctx`` = {"embed": scaled token embeddings without positions
+  (T x B x C), "states": outputs of the embedding layer and all lower layers};
+- ``combine_layers(idx, x, states)`` (seam b) turns layer ``idx``'s output into what the
+  next layer reads; ``stack_output(states)`` gives the stack's output (default: the top);
+- the output dict always has ``encoder_states`` (embedding layer + every layer, T x B x C),
+  also in ``forward_torchscript`` (generation), and any extra key a technique registers in
+  ``self.extra_out_batch_dims``; ``reorder_encoder_out`` reorders every key it carries.
+"""
+from typing import Dict, List, Optional
+
+import torch
+from fairseq.distributed import fsdp_wrap
+from fairseq.models.transformer import TransformerEncoderBase
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from torch import Tensor
+
+from .fusion_layers import FusionEncoderLayer
+
+# batch dimension of each entry of the encoder output (all entries are lists of tensors)
+ENCODER_OUT_BATCH_DIMS = {
+    "encoder_out": 1,
+    "encoder_padding_mask": 0,
+    "encoder_embedding": 0,
+    "encoder_states": 1,
+    "fc_results": 1,
+    "src_tokens": 0,
+    "src_lengths": 0,
+}
+
+
+def reorder_tensor_lists(out: Dict[str, List[Tensor]], batch_dims: Dict[str, int], new_order):
+    """Index every tensor of ``out`` along its batch dim; a key without a known dim is an error."""
+    unknown = sorted(set(out) - set(batch_dims))
+    if unknown:
+        raise KeyError(
+            f"encoder output keys {unknown} have no batch dimension registered: add them to "
+            "the encoder's extra_out_batch_dims so beam search can reorder them"
+        )
+    return {
+        key: [t if t is None else t.index_select(batch_dims[key], new_order) for t in tensors]
+        for key, tensors in out.items()
+    }
+
+
+class FusionTransformerEncoder(TransformerEncoderBase):
+    def __init__(self, cfg, dictionary, embed_tokens):
+        self._layers_built = 0
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.extra_out_batch_dims: Dict[str, int] = {}
+
+    def build_encoder_layer(self, cfg):
+        layer = FusionEncoderLayer(cfg, layer_idx=self._layers_built)
+        self._layers_built += 1
+        if cfg.checkpoint_activations:
+            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        min_params_to_wrap = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
+        return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
+
+    # seam (b): layer combination; identity with options off
+    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], padding_mask) -> Tensor:
+        return x
+
+    def stack_output(self, states: List[Tensor], padding_mask) -> Tensor:
+        return states[-1]
+
+    def forward_scriptable(
+        self,
+        src_tokens,
+        src_lengths: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+    ):
+        encoder_padding_mask = src_tokens.eq(self.padding_idx)
+        has_pads = encoder_padding_mask.any()
+
+        x, encoder_embedding = self.forward_embedding(src_tokens, token_embeddings)
+        x = x * (1 - encoder_padding_mask.unsqueeze(-1).type_as(x) * has_pads.type_as(x))
+        x = x.transpose(0, 1)  # B x T x C -> T x B x C
+
+        layer_mask = encoder_padding_mask if has_pads else None
+        states = [x]
+        ctx = {"embed": encoder_embedding.transpose(0, 1), "states": states}
+        for idx, layer in enumerate(self.layers):
+            x = layer(x, encoder_padding_mask=layer_mask, ctx=ctx)
+            x = self.combine_layers(idx, x, states, layer_mask)
+            states.append(x)
+        x = self.stack_output(states, layer_mask)
+
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+
+        src_lengths = (
+            src_tokens.ne(self.padding_idx).sum(dim=1, dtype=torch.int32).reshape(-1, 1).contiguous()
+        )
+        out = {
+            "encoder_out": [x],  # T x B x C
+            "encoder_padding_mask": [encoder_padding_mask],  # B x T
+            "encoder_embedding": [encoder_embedding],  # B x T x C, scaled, no positions
+            "encoder_states": states,  # [embedding layer, layer 1..N], T x B x C
+            "fc_results": [],
+            "src_tokens": [],
+            "src_lengths": [src_lengths],
+        }
+        self.add_extra_outputs(out, ctx)
+        return out
+
+    def add_extra_outputs(self, out: Dict[str, List[Tensor]], ctx: Dict):
+        """Hook for techniques that export more tensors (register their batch dims)."""
+
+    @torch.jit.export
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
+        dims = dict(ENCODER_OUT_BATCH_DIMS, **self.extra_out_batch_dims)
+        return reorder_tensor_lists(encoder_out, dims, new_order)

@@ -1,0 +1,201 @@
+"""Encoder and decoder layers of ``fusion_transformer``: fairseq's layers as a sub-layer plan.
+
+Each layer is fairseq's ``TransformerEncoderLayerBase`` / ``TransformerDecoderLayerBase``
+(same parameters, same names) whose ``forward`` runs an ordered list of sub-layer blocks,
+``self.plan``. A block is a method ``<name>_block(x, st)``: ``x`` is T x B x C and ``st`` a
+dict shared by the blocks of one layer call (masks, incremental state, the layer context
+``ctx`` from the encoder/decoder, attention weights to return).
+
+Extension points used by the technique modules:
+- ``plan`` (seam d): order and presence of sub-layers; techniques add blocks by name;
+- ``self_attn_kv(x, st)`` (seam a): what self-attention uses as keys and values;
+- ``ctx`` (seams a-c): the stack's embeddings and the outputs of all lower layers.
+With nothing changed, ``forward`` computes exactly what fairseq's layer computes.
+"""
+from typing import Dict, List, Optional
+
+import torch
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
+from torch import Tensor
+
+
+class SubLayerPlanMixin:
+    """Runs ``self.plan``; validates block names once, at build time."""
+
+    def set_plan(self, plan):
+        missing = [name for name in plan if not hasattr(self, name + "_block")]
+        if missing:
+            raise ValueError(
+                f"{type(self).__name__}: unknown sub-layer(s) {missing}; "
+                f"expected names of *_block methods, got plan {list(plan)}"
+            )
+        self.plan = tuple(plan)
+
+    def run_plan(self, x, st):
+        for name in self.plan:
+            x = getattr(self, name + "_block")(x, st)
+        return x
+
+    def add_norm(self, x, residual, layer_norm):
+        """Post-norm residual: dropout -> add -> LayerNorm (pre-norm: LN is applied before)."""
+        x = self.dropout_module(x)
+        x = self.residual_connection(x, residual)
+        if not self.normalize_before:
+            x = layer_norm(x)
+        return x
+
+
+class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
+    """fairseq's encoder layer with plan ``("self_attn", "ffn")``."""
+
+    def __init__(self, cfg, layer_idx=0):
+        super().__init__(cfg)
+        self.layer_idx = layer_idx
+        self.set_plan(("self_attn", "ffn"))
+
+    def self_attn_kv(self, x, st):
+        return x, x
+
+    def self_attn_block(self, x, st):
+        residual = x
+        if self.normalize_before:
+            x = self.self_attn_layer_norm(x)
+        key, value = self.self_attn_kv(x, st)
+        x, _ = self.self_attn(
+            query=x,
+            key=key,
+            value=value,
+            key_padding_mask=st["padding_mask"],
+            need_weights=False,
+            attn_mask=st["attn_mask"],
+        )
+        return self.add_norm(x, residual, self.self_attn_layer_norm)
+
+    def ffn_block(self, x, st):
+        residual = x
+        if self.normalize_before:
+            x = self.final_layer_norm(x)
+        x = self.activation_fn(self.fc1(x))
+        x = self.activation_dropout_module(x)
+        x = self.fc2(x)
+        return self.add_norm(x, residual, self.final_layer_norm)
+
+    def forward(
+        self,
+        x,
+        encoder_padding_mask: Optional[Tensor],
+        attn_mask: Optional[Tensor] = None,
+        ctx: Optional[Dict] = None,
+    ):
+        if attn_mask is not None:
+            attn_mask = attn_mask.masked_fill(
+                attn_mask.to(torch.bool), -1e8 if x.dtype == torch.float32 else -1e4
+            )
+        st = {"padding_mask": encoder_padding_mask, "attn_mask": attn_mask, "ctx": ctx}
+        return self.run_plan(x, st)
+
+
+class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
+    """fairseq's decoder layer with plan ``("self_attn", "encoder_attn", "ffn")``."""
+
+    def __init__(self, cfg, no_encoder_attn=False, layer_idx=0):
+        if getattr(cfg, "cross_self_attention", False):
+            raise ValueError(
+                "--cross-self-attention is not supported by fusion_transformer: "
+                "its decoder layers attend the encoder through --decoder-sublayer-order"
+            )
+        super().__init__(cfg, no_encoder_attn)
+        self.layer_idx = layer_idx
+        plan = ("self_attn", "ffn") if no_encoder_attn else ("self_attn", "encoder_attn", "ffn")
+        self.set_plan(plan)
+
+    def self_attn_kv(self, x, st):
+        return x, x
+
+    def self_attn_block(self, x, st):
+        residual = x
+        if self.normalize_before:
+            x = self.self_attn_layer_norm(x)
+        key, value = self.self_attn_kv(x, st)
+        x, _ = self.self_attn(
+            query=x,
+            key=key,
+            value=value,
+            key_padding_mask=st["self_attn_padding_mask"],
+            incremental_state=st["incremental_state"],
+            need_weights=False,
+            attn_mask=st["self_attn_mask"],
+        )
+        if self.c_attn is not None:
+            tgt_len, bsz = x.size(0), x.size(1)
+            x = x.view(tgt_len, bsz, self.nh, self.head_dim)
+            x = torch.einsum("tbhd,h->tbhd", x, self.c_attn)
+            x = x.reshape(tgt_len, bsz, self.embed_dim)
+        if self.attn_ln is not None:
+            x = self.attn_ln(x)
+        return self.add_norm(x, residual, self.self_attn_layer_norm)
+
+    def encoder_attn_block(self, x, st):
+        if self.encoder_attn is None or st["encoder_out"] is None:
+            return x
+        residual = x
+        if self.normalize_before:
+            x = self.encoder_attn_layer_norm(x)
+        x, attn = self.encoder_attn(
+            query=x,
+            key=st["encoder_out"],
+            value=st["encoder_out"],
+            key_padding_mask=st["encoder_padding_mask"],
+            incremental_state=st["incremental_state"],
+            static_kv=True,
+            need_weights=st["need_attn"] or (not self.training and self.need_attn),
+            need_head_weights=st["need_head_weights"],
+        )
+        st["attn"] = attn
+        return self.add_norm(x, residual, self.encoder_attn_layer_norm)
+
+    def ffn_block(self, x, st):
+        residual = x
+        if self.normalize_before:
+            x = self.final_layer_norm(x)
+        x = self.activation_fn(self.fc1(x))
+        x = self.activation_dropout_module(x)
+        if self.ffn_layernorm is not None:
+            x = self.ffn_layernorm(x)
+        x = self.fc2(x)
+        if self.w_resid is not None:
+            residual = torch.mul(self.w_resid, residual)
+        return self.add_norm(x, residual, self.final_layer_norm)
+
+    def forward(
+        self,
+        x,
+        encoder_out: Optional[Tensor] = None,
+        encoder_padding_mask: Optional[Tensor] = None,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        prev_self_attn_state: Optional[List[Tensor]] = None,
+        prev_attn_state: Optional[List[Tensor]] = None,
+        self_attn_mask: Optional[Tensor] = None,
+        self_attn_padding_mask: Optional[Tensor] = None,
+        need_attn: bool = False,
+        need_head_weights: bool = False,
+        ctx: Optional[Dict] = None,
+    ):
+        if prev_self_attn_state is not None or prev_attn_state is not None:
+            raise NotImplementedError("fusion_transformer layers keep state in incremental_state only")
+        st = {
+            "encoder_out": encoder_out,
+            "encoder_padding_mask": encoder_padding_mask,
+            "incremental_state": incremental_state,
+            "self_attn_mask": self_attn_mask,
+            "self_attn_padding_mask": self_attn_padding_mask,
+            "need_attn": need_attn or need_head_weights,
+            "need_head_weights": need_head_weights,
+            "attn": None,
+            "ctx": ctx,
+        }
+        x = self.run_plan(x, st)
+        return x, st["attn"], None

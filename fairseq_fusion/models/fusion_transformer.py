@@ -1,0 +1,73 @@
+"""``fusion_transformer``: fairseq's ``transformer`` with the five papers' extension points.
+
+With every option off it *is* fairseq's transformer: same modules, parameter names and
+count, same outputs; a ``transformer`` state dict loads into it strictly. Techniques are
+switched on by flags (see ``fusion_options``); named architectures are presets of those
+flags (``archs_*.py``). Seams: (a) attention keys/values and (d) sub-layer plans live in
+``fusion_layers``; (b) layer combination in the encoder/decoder; (c) what each decoder
+layer reads of the encoder in ``FusionTransformerDecoder.encoder_memory``; (e) the output
+distribution in ``get_normalized_probs`` (deferring to ``decoder.output_fusion``).
+"""
+from fairseq.models import register_model
+from fairseq.models.transformer import TransformerConfig, TransformerModel
+
+from . import fusion_options
+from .fusion_decoder import FusionTransformerDecoder
+from .fusion_encoder import FusionTransformerEncoder
+
+
+@register_model("fusion_transformer")
+class FusionTransformerModel(TransformerModel):
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        fusion_options.add_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task):
+        fusion_options.validate(args)
+        model = super().build_model(args, task)
+        fusion_options.attach(model, args)
+        return model
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return FusionTransformerEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        return FusionTransformerDecoder(
+            TransformerConfig.from_namespace(args),
+            tgt_dict,
+            embed_tokens,
+            no_encoder_attn=args.no_cross_attention,
+        )
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        fusion = self.decoder.output_fusion
+        if fusion is None:
+            return super().get_normalized_probs(net_output, log_probs, sample)
+        return fusion.get_normalized_probs(net_output, log_probs)
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        check_vocabulary_sizes(self, state_dict)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+
+def check_vocabulary_sizes(model, state_dict):
+    """Refuse a checkpoint trained with other dictionaries, saying which and how they differ."""
+    for side in ("encoder", "decoder"):
+        key = f"{side}.embed_tokens.weight"
+        if key not in state_dict:
+            continue
+        expected = getattr(model, side).embed_tokens.weight.shape
+        found = state_dict[key].shape
+        if found != expected:
+            lang = "source" if side == "encoder" else "target"
+            raise ValueError(
+                f"checkpoint does not match this model's {lang} dictionary: {key} has shape "
+                f"{tuple(found)} in the checkpoint but {tuple(expected)} here "
+                f"({expected[0]} entries in the {lang} dict.*.txt of the data directory). "
+                "Binarize the data with the dictionaries the checkpoint was trained with "
+                "(fairseq-preprocess --srcdict/--tgtdict) or pass that data directory."
+            )

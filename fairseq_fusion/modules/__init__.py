@@ -1,0 +1,1 @@
+"""One small module per technique; each is switched on by flags of ``fusion_transformer``."""
