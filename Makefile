@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): setup.py scripts/install_fairseq.sh
+$(STAMP): setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion/cli/*.py)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "torch==$(TORCH_VERSION)"
 	PY=$(PY) bash scripts/install_fairseq.sh

@@ -1,4 +1,22 @@
+import os
+
 from setuptools import find_packages, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def console_scripts():
+    """Every fairseq_fusion/cli/NAME.py with a cli_main() is the command fusion-NAME (underscores -> dashes)."""
+    cli_dir = os.path.join(HERE, "fairseq_fusion", "cli")
+    scripts = []
+    for name in sorted(os.listdir(cli_dir)):
+        if name.endswith(".py") and not name.startswith("_"):
+            with open(os.path.join(cli_dir, name)) as f:
+                if "def cli_main(" in f.read():
+                    mod = name[:-3]
+                    scripts.append(f"fusion-{mod.replace('_', '-')} = fairseq_fusion.cli.{mod}:cli_main")
+    return scripts
+
 
 setup(
     name="fairseq_fusion",
@@ -6,11 +24,7 @@ setup(
     description="Five Transformer NMT papers as options of one fairseq model (fairseq --user-dir plugin)",
     packages=find_packages(include=["fairseq_fusion", "fairseq_fusion.*"]),
     python_requires=">=3.8",
-    # torch and fairseq are installed by `make install` (see README: which fairseq, and why)
+    # torch and fairseq are installed by `make install` (see README: which fairseq build, and why)
     install_requires=[],
-    entry_points={
-        "console_scripts": [
-            "fusion-average-checkpoints = fairseq_fusion.cli.average_checkpoints:cli_main",
-        ]
-    },
+    entry_points={"console_scripts": console_scripts()},
 )

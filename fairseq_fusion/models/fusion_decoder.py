@@ -2,11 +2,12 @@
 
 Differences from ``TransformerDecoderBase`` (none changes the numbers with options off):
 - ``encoder_memory(idx, encoder_out, incremental_state)`` (seam c): the tensor decoder layer
-  ``idx`` attends and its padding mask; default: the encoder's top output;
+  ``idx`` attends and its padding mask; default: the encoder's top output; defers to
+  ``self.encoder_reader.encoder_memory`` when a technique sets it;
 - every layer receives ``ctx`` = {"embed": scaled target embeddings without positions of
   the current steps (T x B x C), "states": embedding layer + lower layers' outputs,
   "encoder_out": the encoder's dict, "incremental_state": as given};
-- ``combine_layers`` / ``stack_output`` (seam b) as in the encoder;
+- ``combine_layers`` / ``stack_output`` (seam b) as in the encoder (``self.layer_combiner``);
 - ``output_fusion`` (seam e): a module with ``get_normalized_probs(net_output, log_probs)``
   that the model defers to; ``None`` keeps fairseq's softmax. Whatever it reads from
   ``extra`` must be last-step only in incremental decoding (fairseq's ensemble slices
@@ -30,6 +31,8 @@ class FusionTransformerDecoder(TransformerDecoderBase):
             no_encoder_attn=no_encoder_attn, output_projection=output_projection,
         )
         self.output_fusion = None
+        self.encoder_reader = None
+        self.layer_combiner = None
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         layer = FusionDecoderLayer(cfg, no_encoder_attn, layer_idx=self._layers_built)
@@ -41,6 +44,8 @@ class FusionTransformerDecoder(TransformerDecoderBase):
 
     # seam (c): what decoder layer idx reads of the encoder
     def encoder_memory(self, idx: int, encoder_out, incremental_state):
+        if self.encoder_reader is not None:
+            return self.encoder_reader.encoder_memory(idx, encoder_out, incremental_state)
         enc = padding_mask = None
         if encoder_out is not None and len(encoder_out["encoder_out"]) > 0:
             enc = encoder_out["encoder_out"][0]
@@ -50,10 +55,14 @@ class FusionTransformerDecoder(TransformerDecoderBase):
 
     # seam (b): layer combination; identity with options off
     def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: Dict[str, Any]) -> Tensor:
-        return x
+        if self.layer_combiner is None:
+            return x
+        return self.layer_combiner.combine_layers(idx, x, states, ctx)
 
     def stack_output(self, states: List[Tensor], ctx: Dict[str, Any]) -> Tensor:
-        return states[-1]
+        if self.layer_combiner is None:
+            return states[-1]
+        return self.layer_combiner.stack_output(states, ctx)
 
     def embed(self, prev_output_tokens, incremental_state):
         """fairseq's decoder input: returns (layer-0 input T x B x C, scaled token embeddings T x B x C)."""
@@ -103,6 +112,7 @@ class FusionTransformerDecoder(TransformerDecoderBase):
             "states": states,
             "encoder_out": encoder_out,
             "incremental_state": incremental_state,
+            "self_attn_padding_mask": self_attn_padding_mask,
             "extra": {},
         }
         for idx, layer in enumerate(self.layers):

@@ -3,8 +3,10 @@
 Differences from ``TransformerEncoderBase`` (none changes the numbers with options off):
 - every layer receives ``ctx`` = {"embed": scaled token embeddings without positions
   (T x B x C), "states": outputs of the embedding layer and all lower layers};
-- ``combine_layers(idx, x, states)`` (seam b) turns layer ``idx``'s output into what the
-  next layer reads; ``stack_output(states)`` gives the stack's output (default: the top);
+- ``combine_layers(idx, x, states, padding_mask)`` (seam b) turns layer ``idx``'s output
+  into what the next layer reads; ``stack_output(states, padding_mask)`` gives the stack's
+  output (default: the top). Both defer to ``self.layer_combiner`` when a technique sets it
+  (a module with methods of the same names and arguments);
 - the output dict always has ``encoder_states`` (embedding layer + every layer, T x B x C),
   also in ``forward_torchscript`` (generation), and any extra key a technique registers in
   ``self.extra_out_batch_dims``; ``reorder_encoder_out`` reorders every key it carries.
@@ -50,6 +52,8 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         self._layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens)
         self.extra_out_batch_dims: Dict[str, int] = {}
+        self.layer_combiner = None
+        self.extra_output_modules = []  # callables (out, ctx) -> None that add keys to the output
 
     def build_encoder_layer(self, cfg):
         layer = FusionEncoderLayer(cfg, layer_idx=self._layers_built)
@@ -61,10 +65,14 @@ class FusionTransformerEncoder(TransformerEncoderBase):
 
     # seam (b): layer combination; identity with options off
     def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], padding_mask) -> Tensor:
-        return x
+        if self.layer_combiner is None:
+            return x
+        return self.layer_combiner.combine_layers(idx, x, states, padding_mask)
 
     def stack_output(self, states: List[Tensor], padding_mask) -> Tensor:
-        return states[-1]
+        if self.layer_combiner is None:
+            return states[-1]
+        return self.layer_combiner.stack_output(states, padding_mask)
 
     def forward_scriptable(
         self,
@@ -82,7 +90,8 @@ class FusionTransformerEncoder(TransformerEncoderBase):
 
         layer_mask = encoder_padding_mask if has_pads else None
         states = [x]
-        ctx = {"embed": encoder_embedding.transpose(0, 1), "states": states}
+        ctx = {"embed": encoder_embedding.transpose(0, 1), "states": states,
+               "padding_mask": layer_mask, "src_tokens": src_tokens}
         for idx, layer in enumerate(self.layers):
             x = layer(x, encoder_padding_mask=layer_mask, ctx=ctx)
             x = self.combine_layers(idx, x, states, layer_mask)
@@ -108,7 +117,9 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         return out
 
     def add_extra_outputs(self, out: Dict[str, List[Tensor]], ctx: Dict):
-        """Hook for techniques that export more tensors (register their batch dims)."""
+        """Techniques export more tensors here; each key needs an entry in extra_out_batch_dims."""
+        for add in self.extra_output_modules:
+            add(out, ctx)
 
     @torch.jit.export
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):

@@ -6,9 +6,15 @@ Each layer is fairseq's ``TransformerEncoderLayerBase`` / ``TransformerDecoderLa
 dict shared by the blocks of one layer call (masks, incremental state, the layer context
 ``ctx`` from the encoder/decoder, attention weights to return).
 
-Extension points used by the technique modules:
-- ``plan`` (seam d): order and presence of sub-layers; techniques add blocks by name;
-- ``self_attn_kv(x, st)`` (seam a): what self-attention uses as keys and values;
+Extension points used by the technique modules (installed at build time, never by
+editing this file):
+- ``plan`` (seam d): order and presence of sub-layers. A name runs the method
+  ``<name>_block`` or, if there is none, the module ``self.extra_sublayers[name]`` called as
+  ``module(x, st)`` (``st["layer"]`` is this layer);
+- ``kv_source`` (seam a): a module ``kv_source(x, st) -> (key, value)`` giving the inputs of
+  self-attention's keys and values (default: ``x``); an attention module that sets
+  ``wants_layer_state = True`` is also called with ``st=st`` (so it can gate its projected
+  keys/values, e.g. lexical shortcuts);
 - ``ctx`` (seams a-c): the stack's embeddings and the outputs of all lower layers.
 With nothing changed, ``forward`` computes exactly what fairseq's layer computes.
 """
@@ -26,7 +32,8 @@ class SubLayerPlanMixin:
     """Runs ``self.plan``; validates block names once, at build time."""
 
     def set_plan(self, plan):
-        missing = [name for name in plan if not hasattr(self, name + "_block")]
+        extra = getattr(self, "extra_sublayers", None) or {}
+        missing = [name for name in plan if not hasattr(self, name + "_block") and name not in extra]
         if missing:
             raise ValueError(
                 f"{type(self).__name__}: unknown sub-layer(s) {missing}; "
@@ -35,9 +42,19 @@ class SubLayerPlanMixin:
         self.plan = tuple(plan)
 
     def run_plan(self, x, st):
+        st["layer"] = self
         for name in self.plan:
-            x = getattr(self, name + "_block")(x, st)
+            block = getattr(self, name + "_block", None)
+            x = block(x, st) if block is not None else self.extra_sublayers[name](x, st)
         return x
+
+    def self_attn_kv(self, x, st):
+        if self.kv_source is None:
+            return x, x
+        return self.kv_source(x, st)
+
+    def attention_kwargs(self, attn, st):
+        return {"st": st} if getattr(attn, "wants_layer_state", False) else {}
 
     def add_norm(self, x, residual, layer_norm):
         """Post-norm residual: dropout -> add -> LayerNorm (pre-norm: LN is applied before)."""
@@ -54,10 +71,9 @@ class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
     def __init__(self, cfg, layer_idx=0):
         super().__init__(cfg)
         self.layer_idx = layer_idx
+        self.kv_source = None
+        self.extra_sublayers = None  # nn.ModuleDict when a technique adds sub-layers
         self.set_plan(("self_attn", "ffn"))
-
-    def self_attn_kv(self, x, st):
-        return x, x
 
     def self_attn_block(self, x, st):
         residual = x
@@ -71,6 +87,7 @@ class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
             key_padding_mask=st["padding_mask"],
             need_weights=False,
             attn_mask=st["attn_mask"],
+            **self.attention_kwargs(self.self_attn, st),
         )
         return self.add_norm(x, residual, self.self_attn_layer_norm)
 
@@ -109,11 +126,10 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
             )
         super().__init__(cfg, no_encoder_attn)
         self.layer_idx = layer_idx
+        self.kv_source = None
+        self.extra_sublayers = None  # nn.ModuleDict when a technique adds sub-layers
         plan = ("self_attn", "ffn") if no_encoder_attn else ("self_attn", "encoder_attn", "ffn")
         self.set_plan(plan)
-
-    def self_attn_kv(self, x, st):
-        return x, x
 
     def self_attn_block(self, x, st):
         residual = x
@@ -128,6 +144,7 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
             incremental_state=st["incremental_state"],
             need_weights=False,
             attn_mask=st["self_attn_mask"],
+            **self.attention_kwargs(self.self_attn, st),
         )
         if self.c_attn is not None:
             tgt_len, bsz = x.size(0), x.size(1)
@@ -153,6 +170,7 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
             static_kv=True,
             need_weights=st["need_attn"] or (not self.training and self.need_attn),
             need_head_weights=st["need_head_weights"],
+            **self.attention_kwargs(self.encoder_attn, st),
         )
         st["attn"] = attn
         return self.add_norm(x, residual, self.encoder_attn_layer_norm)

@@ -74,3 +74,11 @@ def _str2bool(value):
     if value.lower() in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"expected a boolean (true/false), got {value!r}")
+
+
+# the criterion each named architecture trains with when none is given (contract tests, recipes)
+DEFAULT_CRITERION = {}
+
+
+def default_criterion(arch):
+    return DEFAULT_CRITERION.get(arch, "label_smoothed_cross_entropy")

@@ -1,0 +1,109 @@
+"""Shared plumbing of the analysis commands: load, iterate, capture, write."""
+import json
+import os
+from contextlib import contextmanager
+from typing import Dict, Iterable, List, Optional
+
+import torch
+from tqdm import tqdm
+
+
+def add_common_args(parser, split="test"):
+    parser.add_argument("--path", required=True, help="checkpoint file (.pt)")
+    parser.add_argument("--data", default=None, help="binarized data directory (default: the checkpoint's)")
+    parser.add_argument("--split", default=split, help="binarized split to read (default: %(default)s)")
+    parser.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch")
+    parser.add_argument("--max-sentences", type=int, default=None, help="use at most this many sentences")
+    parser.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
+    parser.add_argument("--cpu", action="store_true", help="stay on CPU even if CUDA is available")
+    parser.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
+    return parser
+
+
+def load_model(path, data=None, overrides=None, cpu=False):
+    """(model in eval mode, task, cfg) from a checkpoint; ``data`` replaces the checkpoint's data dir."""
+    from fairseq import checkpoint_utils
+
+    import fairseq_fusion  # noqa: F401  (registers the models and allow-lists checkpoint classes)
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--path {path}: no such checkpoint")
+    arg_overrides = dict(overrides or {})
+    if data is not None:
+        if not os.path.isdir(data):
+            raise FileNotFoundError(f"--data {data}: no such binarized data directory")
+        arg_overrides["data"] = data
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=arg_overrides)
+    model = models[0].eval()
+    if torch.cuda.is_available() and not cpu:
+        model.cuda()
+    return model, task, cfg
+
+
+def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None, desc=None):
+    """Batches of ``split`` (moved to the model's device), with a progress bar."""
+    from fairseq import utils
+
+    task.load_dataset(split)
+    dataset = task.dataset(split)
+    order = dataset.ordered_indices()
+    if max_sentences is not None:
+        order = order[order < max_sentences]
+    batch_sampler = dataset.batch_by_size(order, max_tokens=max_tokens)
+    device = next(model.parameters()).device if model is not None else torch.device("cpu")
+    for batch in tqdm(batch_sampler, desc=desc or split, mininterval=2):
+        sample = dataset.collater([dataset[i] for i in batch])
+        if not sample:
+            continue
+        yield utils.move_to_cuda(sample) if device.type == "cuda" else sample
+
+
+@contextmanager
+def capture(model, names: Iterable[str]):
+    """Record the outputs of the named sub-modules during forward passes.
+
+    Yields a dict name -> list of outputs (one per call, detached). Outputs that are tuples
+    keep their first element (fairseq layers return (x, attn, ...)).
+    """
+    modules = dict(model.named_modules())
+    missing = [n for n in names if n not in modules]
+    if missing:
+        raise KeyError(f"no module named {missing} in the model; some names: {list(modules)[:20]}")
+    records: Dict[str, List[torch.Tensor]] = {n: [] for n in names}
+    handles = []
+    for name in names:
+        def hook(_module, _inp, out, name=name):
+            out = out[0] if isinstance(out, (tuple, list)) else out
+            records[name].append(out.detach())
+        handles.append(modules[name].register_forward_hook(hook))
+    try:
+        yield records
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def write_outputs(out_prefix: str, data: dict, fig=None):
+    """Write OUT.json (and OUT.png when a matplotlib figure is given); returns the paths."""
+    os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
+    paths = [out_prefix + ".json"]
+    with open(paths[0], "w") as f:
+        json.dump(data, f, indent=2)
+    if fig is not None:
+        paths.append(out_prefix + ".png")
+        fig.savefig(paths[1], dpi=120, bbox_inches="tight")
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    for p in paths:
+        print(f"| wrote {p}")
+    return paths
+
+
+def new_figure(*args, **kwargs):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)

@@ -1,0 +1,56 @@
+"""Shared fixtures: a binarized slice of the real Multi30k data, small model args, CLI runner."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import fairseq_fusion  # noqa: F401  (registers archs, allow-lists checkpoint classes)
+from fairseq_fusion import data_paths
+
+REPO = data_paths.REPO_ROOT
+BIN = os.path.dirname(sys.executable)
+
+# a small model for CLI runs: fast on 2 CPU cores
+SMALL_MODEL_ARGS = [
+    "--encoder-layers", "2", "--decoder-layers", "2",
+    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+]
+
+
+def run_cli(cmd, cwd=None, env=None, check=True):
+    """Run a console script of this environment; on failure show its output."""
+    exe = os.path.join(BIN, cmd[0])
+    full_env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
+    proc = subprocess.run([exe] + list(cmd[1:]), cwd=cwd, env=full_env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extra=()):
+    return [
+        "fairseq-train", data_dir, "--user-dir", os.path.join(REPO, "fairseq_fusion"),
+        "--arch", arch, *SMALL_MODEL_ARGS, "--share-all-embeddings",
+        "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "4",
+        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+        "--max-tokens", "1500", "--max-update", str(max_update), "--save-dir", save_dir,
+        "--cpu", "--no-progress-bar", "--log-format", "simple", "--log-interval", "1", "--seed", "1",
+        "--num-workers", "0", *extra,
+    ]
+
+
+@pytest.fixture(scope="session")
+def multi30k_slice(tmp_path_factory):
+    """Multi30k En-De, first 1,000 lines of train/val/test_2016_flickr: tokenized, BPE (500 merges), binarized."""
+    src = data_paths.data_path("multi30k")
+    dest = str(tmp_path_factory.mktemp("multi30k_slice"))
+    run_cli([
+        "fusion-prepare-text", "-s", "en", "-t", "de",
+        "--trainpref", os.path.join(src, "train"), "--validpref", os.path.join(src, "val"),
+        "--testpref", os.path.join(src, "test_2016_flickr"), "--destdir", dest,
+        "--max-lines", "1000", "--bpe-merges", "500", "--workers", "2",
+    ])
+    return dest
