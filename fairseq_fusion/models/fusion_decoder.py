@@ -8,6 +8,9 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
   the current steps (T x B x C), "states": embedding layer + lower layers' outputs,
   "encoder_out": the encoder's dict, "incremental_state": as given};
 - ``combine_layers`` / ``stack_output`` (seam b) as in the encoder (``self.layer_combiner``);
+- ``extra_output_modules``: callables ``(features, extra, ctx)`` run on the final features
+  (B x T x C, after the final LayerNorm) that add keys to ``extra`` (e.g. what an
+  ``output_fusion`` reads); in incremental decoding the features are the last step only;
 - ``output_fusion`` (seam e): a module with ``get_normalized_probs(net_output, log_probs)``
   that the model defers to; ``None`` keeps fairseq's softmax. Whatever it reads from
   ``extra`` must be last-step only in incremental decoding (fairseq's ensemble slices
@@ -33,6 +36,8 @@ class FusionTransformerDecoder(TransformerDecoderBase):
         self.output_fusion = None
         self.encoder_reader = None
         self.layer_combiner = None
+        # callables (features B x T x C, extra, ctx) -> None that add keys to ``extra``
+        self.extra_output_modules = []
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         layer = FusionDecoderLayer(cfg, no_encoder_attn, layer_idx=self._layers_built)
@@ -151,4 +156,6 @@ class FusionTransformerDecoder(TransformerDecoderBase):
 
         extra = {"attn": [attn], "inner_states": states}
         extra.update(ctx["extra"])
+        for add in self.extra_output_modules:
+            add(x, extra, ctx)
         return x, extra
