@@ -59,11 +59,12 @@ def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None
 
 
 @contextmanager
-def capture(model, names: Iterable[str]):
+def capture(model, names: Iterable[str], output_index: int = 0):
     """Record the outputs of the named sub-modules during forward passes.
 
     Yields a dict name -> list of outputs (one per call, detached). Outputs that are tuples
-    keep their first element (fairseq layers return (x, attn, ...)).
+    keep their element ``output_index`` (default the first: fairseq layers return (x, attn,
+    ...); 1 gives an attention module's weights, None when it computed none).
     """
     modules = dict(model.named_modules())
     missing = [n for n in names if n not in modules]
@@ -73,8 +74,8 @@ def capture(model, names: Iterable[str]):
     handles = []
     for name in names:
         def hook(_module, _inp, out, name=name):
-            out = out[0] if isinstance(out, (tuple, list)) else out
-            records[name].append(out.detach())
+            out = out[output_index] if isinstance(out, (tuple, list)) else out
+            records[name].append(out.detach() if out is not None else None)
         handles.append(modules[name].register_forward_hook(hook))
     try:
         yield records
