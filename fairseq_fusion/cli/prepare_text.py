@@ -5,7 +5,13 @@ learns joint BPE on the training data of both languages (subword-nmt, or fastBPE
 applying the codes), and binarizes with ``fairseq-preprocess --joined-dictionary``.
 Training pairs are cleaned (empty sides, over ``--max-len`` tokens, length ratio over
 ``--max-ratio``) as Moses' ``clean-corpus-n.perl`` does; valid and test sets are kept whole.
+Optional, off by default: Moses truecasing (``--truecase``, a model per language trained on
+the tokenized training data) and subword-nmt's vocabulary filter (``--bpe-vocab-threshold``:
+only subwords seen that often in the language's BPE'd training text are produced, the rest
+is split further). ``DESTDIR/prepare.json`` records the settings, so that new text can be
+preprocessed the same way (``TextPipeline``).
 """
+import json
 import argparse
 import gzip
 import os
@@ -78,19 +84,59 @@ def learn_bpe(train_files, codes_path, merges, min_frequency=2):
     os.remove(joined)
 
 
-def apply_bpe(codes_path, in_path, out_path, tool):
+def train_truecaser(tok_lines, model_path):
+    """Moses truecaser (``train-truecaser.perl``) trained on tokenized sentences, saved to ``model_path``."""
+    from sacremoses import MosesTruecaser
+
+    truecaser = MosesTruecaser()
+    truecaser.train([line.split() for line in tok_lines], save_to=model_path)
+    return truecaser
+
+
+def truecase(truecaser, lines):
+    return [truecaser.truecase(line, return_str=True) for line in lines]
+
+
+def count_vocab(bpe_path):
+    """subword-nmt ``get-vocab``: subword -> count in a BPE'd file."""
+    counts = {}
+    with open(bpe_path, encoding="utf-8") as f:
+        for line in f:
+            for tok in line.split():
+                counts[tok] = counts.get(tok, 0) + 1
+    return counts
+
+
+def write_vocab(path, counts):
+    with open(path, "w", encoding="utf-8") as f:
+        for tok, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            f.write(f"{tok} {n}\n")
+
+
+def apply_bpe(codes_path, in_path, out_path, tool, vocab_path=None, vocab_threshold=None):
+    """Apply BPE codes; with ``vocab_path``, only produce subwords counted >= ``vocab_threshold`` there."""
     if tool == "fastbpe":
         import fastBPE
 
-        bpe = fastBPE.fastBPE(codes_path)
+        if vocab_path is not None:  # fastBPE restricts to the vocabulary it is given: pre-filter it
+            kept = vocab_path + f".min{vocab_threshold}"
+            with open(vocab_path, encoding="utf-8") as f:
+                write_vocab(kept, {t: int(n) for t, n in (line.split() for line in f) if int(n) >= vocab_threshold})
+            bpe = fastBPE.fastBPE(codes_path, kept)
+        else:
+            bpe = fastBPE.fastBPE(codes_path)
         with open(in_path, encoding="utf-8") as f:
             lines = [line.rstrip("\n") for line in f]
         write_lines(out_path, bpe.apply(lines))
         return
-    from subword_nmt.apply_bpe import BPE
+    from subword_nmt.apply_bpe import BPE, read_vocabulary
 
+    vocab = None
+    if vocab_path is not None:
+        with open(vocab_path, encoding="utf-8") as f:
+            vocab = read_vocabulary(f, vocab_threshold)
     with open(codes_path, encoding="utf-8") as f:
-        bpe = BPE(f)
+        bpe = BPE(f, vocab=vocab)
     with open(in_path, encoding="utf-8") as f:
         lines = f.readlines()
     with open(out_path, "w", encoding="utf-8") as out:
@@ -112,6 +158,11 @@ def get_parser():
     p.add_argument("--max-lines", type=int, default=None, help="use only the first N lines of each split")
     p.add_argument("--max-len", type=int, default=250, help="drop training pairs longer than this")
     p.add_argument("--max-ratio", type=float, default=9.0, help="drop training pairs with a larger length ratio")
+    p.add_argument("--truecase", action="store_true",
+                   help="train a Moses truecaser per language on the tokenized training data and truecase every split")
+    p.add_argument("--bpe-vocab-threshold", type=int, default=None, metavar="N",
+                   help="subword-nmt --vocabulary-threshold: produce only subwords seen >= N times in that "
+                        "language's BPE'd training data (default: no filter)")
     p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)))
     return p
 
@@ -125,6 +176,9 @@ def main(args):
     if args.testpref:
         splits += [("test" if i == 0 else f"test{i}", p) for i, p in enumerate(args.testpref.split(","))]
 
+    if args.bpe_vocab_threshold is not None and args.bpe_vocab_threshold < 1:
+        sys.exit(f"fusion-prepare: --bpe-vocab-threshold must be >= 1, got {args.bpe_vocab_threshold}")
+    truecasers = {}
     for split, prefix in splits:
         raw = {lang: read_lines(prefix, lang, args.max_lines) for lang in (src, tgt)}
         if len(raw[src]) != len(raw[tgt]):
@@ -132,6 +186,12 @@ def main(args):
         tok = {lang: tokenize(raw[lang], lang, args.workers, f"tokenize {split}.{lang}") for lang in (src, tgt)}
         if split == "train":
             tok[src], tok[tgt] = clean_pairs(tok[src], tok[tgt], args.max_len, args.max_ratio)
+            if args.truecase:
+                for lang in (src, tgt):
+                    print(f"| training the truecaser of {lang}", flush=True)
+                    truecasers[lang] = train_truecaser(tok[lang], os.path.join(args.destdir, f"truecase-model.{lang}"))
+        if args.truecase:
+            tok = {lang: truecase(truecasers[lang], tok[lang]) for lang in (src, tgt)}
         for lang in (src, tgt):
             write_lines(os.path.join(tok_dir, f"{split}.{lang}"), tok[lang])
             write_lines(os.path.join(tok_dir, f"{split}.raw.{lang}"), raw[lang])
@@ -139,9 +199,18 @@ def main(args):
     codes = os.path.join(args.destdir, "bpe.codes")
     print(f"| learning {args.bpe_merges} joint BPE merges", flush=True)
     learn_bpe([os.path.join(tok_dir, f"train.{lang}") for lang in (src, tgt)], codes, args.bpe_merges)
+    vocabs = {lang: None for lang in (src, tgt)}
+    if args.bpe_vocab_threshold is not None:  # subword-nmt README: BPE the training data, count, re-apply with the filter
+        for lang in (src, tgt):
+            bpe_train = os.path.join(tok_dir, f"train.bpe.{lang}")
+            apply_bpe(codes, os.path.join(tok_dir, f"train.{lang}"), bpe_train, args.bpe_tool)
+            vocabs[lang] = os.path.join(args.destdir, f"bpe.vocab.{lang}")
+            write_vocab(vocabs[lang], count_vocab(bpe_train))
     for split, _ in splits:
         for lang in (src, tgt):
-            apply_bpe(codes, os.path.join(tok_dir, f"{split}.{lang}"), os.path.join(tok_dir, f"{split}.bpe.{lang}"), args.bpe_tool)
+            apply_bpe(codes, os.path.join(tok_dir, f"{split}.{lang}"), os.path.join(tok_dir, f"{split}.bpe.{lang}"),
+                      args.bpe_tool, vocabs[lang], args.bpe_vocab_threshold)
+    write_manifest(args)
 
     cmd = [
         console_script("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
@@ -154,6 +223,58 @@ def main(args):
         cmd += ["--testpref", ",".join(os.path.join(tok_dir, f"{s}.bpe") for s in tests)]
     print("| " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
+
+
+def write_manifest(args):
+    """DESTDIR/prepare.json: how the text was preprocessed (read by ``TextPipeline``)."""
+    manifest = {
+        "source_lang": args.source_lang, "target_lang": args.target_lang,
+        "tokenizer": {"name": "sacremoses", "escape": False, "aggressive_dash_splits": True},
+        "truecase": bool(args.truecase), "bpe_merges": args.bpe_merges, "bpe_tool": args.bpe_tool,
+        "bpe_vocab_threshold": args.bpe_vocab_threshold,
+    }
+    with open(os.path.join(args.destdir, "prepare.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+
+
+class TextPipeline:
+    """Preprocess new raw sentences of one language exactly as ``fusion-prepare-text`` did in ``destdir``.
+
+    Reads ``prepare.json`` when present (older folders without it: Moses tokens + ``bpe.codes``).
+    """
+
+    def __init__(self, destdir, lang):
+        from sacremoses import MosesTokenizer
+        from subword_nmt.apply_bpe import BPE, read_vocabulary
+
+        codes = os.path.join(destdir, "bpe.codes")
+        if not os.path.exists(codes):
+            raise FileNotFoundError(f"{codes} not found: expected a folder written by fusion-prepare-text")
+        manifest_path = os.path.join(destdir, "prepare.json")
+        manifest = {}
+        if os.path.exists(manifest_path):
+            with open(manifest_path) as f:
+                manifest = json.load(f)
+        self.tokenizer = MosesTokenizer(lang=lang)
+        self.truecaser = None
+        if manifest.get("truecase"):
+            from sacremoses import MosesTruecaser
+
+            self.truecaser = MosesTruecaser(load_from=os.path.join(destdir, f"truecase-model.{lang}"))
+        vocab = None
+        if manifest.get("bpe_vocab_threshold"):
+            with open(os.path.join(destdir, f"bpe.vocab.{lang}"), encoding="utf-8") as f:
+                vocab = read_vocabulary(f, manifest["bpe_vocab_threshold"])
+        with open(codes, encoding="utf-8") as f:
+            self.bpe = BPE(f, vocab=vocab)
+
+    def tokenize(self, line):
+        tok = self.tokenizer.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
+        return self.truecaser.truecase(tok, return_str=True) if self.truecaser is not None else tok
+
+    def __call__(self, line):
+        """Raw sentence -> the BPE'd token string fairseq's dictionary encodes."""
+        return self.bpe.process_line(self.tokenize(line.strip()))
 
 
 def cli_main():
