@@ -1,0 +1,47 @@
+"""Presets of Liu et al., ICLR 2021 (encoder layer fusion): fine-grained and coarse layer
+attention (§3.2, Table 1) and SurfaceFusion (§4.1, Table 2)."""
+from fairseq.models import register_model_architecture
+
+from ..modules import layer_attention, surface_fusion  # noqa: F401  (registers the flags)
+from .archs_base import fusion_base_architecture, fusion_big_architecture
+
+
+@register_model_architecture("fusion_transformer", "transformer_fine_grained_layer_attention")
+def transformer_fine_grained_layer_attention(args):
+    args.layer_attention = getattr(args, "layer_attention", "fine")
+    args.layer_attention_dropconnect = getattr(args, "layer_attention_dropconnect", 0.3)
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_coarse_layer_attention")
+def transformer_coarse_layer_attention(args):
+    args.layer_attention = getattr(args, "layer_attention", "coarse")
+    args.layer_attention_dropconnect = getattr(args, "layer_attention_dropconnect", 0.3)
+    fusion_base_architecture(args)
+
+
+def _surface_fusion(args, mode, lam, tau):
+    args.surface_fusion = getattr(args, "surface_fusion", mode)
+    args.surface_fusion_lambda = getattr(args, "surface_fusion_lambda", lam)
+    args.surface_fusion_tau = getattr(args, "surface_fusion_tau", tau)
+
+
+@register_model_architecture("fusion_transformer", "transformer_surface_fusion")
+def transformer_surface_fusion(args):
+    """Hard fusion (Eq. 6), lambda = 0.9, tau = 1 (§4.1; use --surface-fusion-lambda 0.8 on small data)."""
+    _surface_fusion(args, "hard", 0.9, 1.0)
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_surface_fusion_soft")
+def transformer_surface_fusion_soft(args):
+    """Soft fusion (Eq. 7), tau = 5 (§4.1)."""
+    _surface_fusion(args, "soft", 0.9, 5.0)
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_surface_fusion_big")
+def transformer_surface_fusion_big(args):
+    """Transformer-Big with hard fusion, lambda = 0.9, tau = 1 (WMT14 En-De / En-Fr, Table 2, 4)."""
+    _surface_fusion(args, "hard", 0.9, 1.0)
+    fusion_big_architecture(args)

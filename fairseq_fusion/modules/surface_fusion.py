@@ -1,0 +1,167 @@
+"""SurfaceFusion: fuse the source word embeddings into the output distribution.
+
+Liu et al., ICLR 2021, *Understanding and Improving Encoder Layer Fusion in Seq2Seq
+Learning*, §4.1, Eq. 3-7.
+
+- r(y_j, x) = MultiHead(query = y_j^M, keys = X^N, values = X_emb): a multi-head attention
+  with the top decoder output as query, the encoder output as keys and the encoder word
+  embeddings as values;
+- r~ = V^T r, with V the model's own pre-softmax output weights (shared, no new parameters);
+- Eq. 5: P(y_j | x) = softmax(r~ / tau);
+- Eq. 6, hard fusion: log P(y_j) = lambda log P(y_j | y_<j, x) + (1 - lambda) log P(y_j | x);
+- Eq. 7, soft fusion: log P(y_j) = log softmax(E(y_j | y_<j, x) + log P(y_j | x)), E the
+  vanilla pre-softmax logits.
+
+The fused log-probabilities replace the model's in ``get_normalized_probs`` (seam e), so the
+training loss, ``fairseq-generate``, ``fairseq-interactive`` and the hub all use them;
+``log_probs=False`` returns their exponential.
+
+Readings chosen here (the paper is silent or ambiguous):
+
+- y_j^M is the decoder's final feature (after the final LayerNorm of a pre-norm decoder and
+  ``project_out_dim``), the vector V multiplies; X^N is ``encoder_out["encoder_out"]``;
+  X_emb is fairseq's scaled word embeddings sqrt(D) E[x] without positions
+  (``encoder_out["encoder_embedding"]``), as in the authors' code (``--sf-no-posedemb``);
+- the attention is fairseq's ``MultiheadAttention`` with ``--surface-fusion-heads`` heads
+  (default: the decoder's), its attention dropout, and in/out projections: 4 D^2 + 4 D
+  parameters when the dimensions agree. The authors' code also passes the query and keys
+  through ``detach()`` and adds an FFN; the paper mentions neither, so neither is done;
+- hard fusion as written (a weighted geometric mean P^lambda P_s^(1-lambda)) sums to at most 1
+  over the vocabulary. By default it is used as is (paper and authors' code);
+  ``--surface-fusion-renormalize`` applies a log-softmax over the vocabulary to it;
+- tau divides the surface logits in both modes (Eq. 5); defaults: 1 for hard, 5 for soft;
+  lambda defaults to 0.9 (WMT En-De/En-Fr); the paper uses 0.8 for small data (Ro-En).
+- fairseq's ``--temperature`` in generation divides the vanilla logits E only.
+"""
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from fairseq.modules import MultiheadAttention
+from torch import nn
+
+from ..models import fusion_options
+from ..models.fusion_options import Flag, OptionGroup
+
+LOGITS_KEY = "surface_logits"
+DEFAULT_TAU = {"hard": 1.0, "soft": 5.0}
+
+
+class SurfaceFusion(nn.Module):
+    """Surface attention (§4.1) + the fusion of Eq. 6 / Eq. 7 (seam e)."""
+
+    def __init__(self, query_dim, key_dim, value_dim, heads, mode="hard", lam=0.9, tau=None,
+                 renormalize=False, attention_dropout=0.0):
+        super().__init__()
+        if mode not in DEFAULT_TAU:
+            raise ValueError(f"--surface-fusion: expected hard or soft, got {mode!r}")
+        self.mode = mode
+        self.lam = lam
+        self.tau = DEFAULT_TAU[mode] if tau is None else tau
+        self.renormalize = renormalize
+        self.attn = MultiheadAttention(
+            query_dim, heads, kdim=key_dim, vdim=value_dim,
+            dropout=attention_dropout, encoder_decoder_attention=True,
+        )
+
+    def surface_representation(self, features, encoder_out, incremental_state=None):
+        """r(y_j, x): B x T x C from the decoder features (B x T x C) and the encoder output."""
+        if encoder_out is None:
+            raise ValueError("--surface-fusion needs the encoder output (a source sentence)")
+        keys = encoder_out["encoder_out"][0]  # S x B x C
+        values = encoder_out["encoder_embedding"][0].transpose(0, 1)  # S x B x C
+        padding_mask = None
+        if len(encoder_out["encoder_padding_mask"]) > 0:
+            padding_mask = encoder_out["encoder_padding_mask"][0]
+        r, _ = self.attn(
+            query=features.transpose(0, 1), key=keys, value=values,
+            key_padding_mask=padding_mask, incremental_state=incremental_state,
+            static_kv=True, need_weights=False,
+        )
+        return r.transpose(0, 1)
+
+    def add_surface_logits(self, decoder, features, extra, ctx):
+        """Decoder hook: extra[LOGITS_KEY] = V^T r (B x T x |V|), last step only when incremental."""
+        r = self.surface_representation(features, ctx["encoder_out"], ctx["incremental_state"])
+        extra[LOGITS_KEY] = decoder.output_layer(r)
+
+    def fuse(self, logits, surface_logits):
+        """Eq. 5-7 on pre-softmax logits E and r~ (... x |V|); returns log-probabilities."""
+        log_p_surface = F.log_softmax(surface_logits.float() / self.tau, dim=-1)  # Eq. 5
+        if self.mode == "soft":  # Eq. 7
+            return F.log_softmax(logits.float() + log_p_surface, dim=-1)
+        fused = self.lam * F.log_softmax(logits.float(), dim=-1) + (1 - self.lam) * log_p_surface  # Eq. 6
+        return F.log_softmax(fused, dim=-1) if self.renormalize else fused
+
+    def get_normalized_probs(self, net_output, log_probs):
+        extra = net_output[1]
+        if extra is None or LOGITS_KEY not in extra:
+            raise KeyError(f"--surface-fusion: the decoder output has no '{LOGITS_KEY}' "
+                           "(was it produced by this model's decoder?)")
+        fused = self.fuse(net_output[0], extra[LOGITS_KEY])
+        return fused if log_probs else fused.exp()
+
+
+def parameter_count(query_dim, key_dim, value_dim):
+    """Parameters SurfaceFusion adds: q, k, v, out projections with biases (V is shared)."""
+    return (query_dim + 1) * query_dim + (key_dim + 1) * query_dim + (value_dim + 1) * query_dim + (query_dim + 1) * query_dim
+
+
+def validate(args):
+    mode = args.surface_fusion
+    if mode not in ("none", "hard", "soft"):
+        raise ValueError(f"--surface-fusion: expected none, hard or soft, got {mode!r}")
+    if mode == "none":
+        return
+    if not 0.0 <= args.surface_fusion_lambda <= 1.0:
+        raise ValueError(f"--surface-fusion-lambda: expected a weight in [0, 1], got {args.surface_fusion_lambda}")
+    if args.surface_fusion_tau is not None and args.surface_fusion_tau <= 0:
+        raise ValueError(f"--surface-fusion-tau: expected a positive temperature, got {args.surface_fusion_tau}")
+    if getattr(args, "adaptive_softmax_cutoff", None):
+        raise ValueError("--surface-fusion projects with the full output matrix; "
+                         "it does not work with --adaptive-softmax-cutoff")
+    heads = args.surface_fusion_heads or args.decoder_attention_heads
+    dim = getattr(args, "decoder_output_dim", None) or args.decoder_embed_dim
+    if dim % heads != 0:
+        raise ValueError(f"--surface-fusion-heads {heads} must divide the decoder output dimension {dim}")
+
+
+def attach(model, args):
+    if args.surface_fusion == "none":
+        return
+    decoder = model.decoder
+    if decoder.output_fusion is not None:
+        raise ValueError(f"--surface-fusion: another option already replaced the output distribution "
+                         f"({type(decoder.output_fusion).__name__}); they cannot be combined")
+    query_dim = decoder.output_embed_dim
+    fusion = SurfaceFusion(
+        query_dim, args.encoder_embed_dim, model.encoder.embed_tokens.embedding_dim,
+        heads=args.surface_fusion_heads or args.decoder_attention_heads,
+        mode=args.surface_fusion, lam=args.surface_fusion_lambda, tau=args.surface_fusion_tau,
+        renormalize=bool(args.surface_fusion_renormalize), attention_dropout=args.attention_dropout,
+    )
+    decoder.output_fusion = fusion
+    decoder.extra_output_modules.append(partial(fusion.add_surface_logits, decoder))
+
+
+fusion_options.register(
+    OptionGroup(
+        title="SurfaceFusion (Liu et al. 2021, §4.1)",
+        flags=[
+            Flag("surface_fusion", "none",
+                 "fuse P(y|x) from an attention over the source word embeddings into the output: "
+                 "'hard' (Eq. 6) or 'soft' (Eq. 7)", type=str, choices=["none", "hard", "soft"]),
+            Flag("surface_fusion_lambda", 0.9,
+                 "hard fusion weight lambda of log P(y|y<j,x) (paper: 0.9; 0.8 for small data)", type=float),
+            Flag("surface_fusion_tau", None,
+                 "softmax temperature tau of P(y|x) (Eq. 5); default 1 for hard, 5 for soft", type=float),
+            Flag("surface_fusion_heads", None,
+                 "heads of the surface attention (default: --decoder-attention-heads)", type=int),
+            Flag("surface_fusion_renormalize", False,
+                 "renormalize hard fusion over the vocabulary (log-softmax of Eq. 6); "
+                 "the paper uses Eq. 6 as is", type=bool),
+        ],
+        validate=validate,
+        attach=attach,
+    )
+)
