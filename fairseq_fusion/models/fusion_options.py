@@ -24,6 +24,7 @@ class OptionGroup:
     flags: List[Flag] = field(default_factory=list)
     validate: Optional[Callable] = None  # validate(args) -> raise ValueError naming flags
     attach: Optional[Callable] = None  # attach(model, args) -> None
+    finalize: Optional[Callable] = None  # finalize(model, args): after every group's attach (e.g. load weights)
 
 
 GROUPS: List[OptionGroup] = []
@@ -64,6 +65,9 @@ def attach(model, args):
     for group in GROUPS:
         if group.attach is not None:
             group.attach(model, args)
+    for group in GROUPS:
+        if group.finalize is not None:
+            group.finalize(model, args)
 
 
 def _str2bool(value):
@@ -82,3 +86,12 @@ DEFAULT_CRITERION = {}
 
 def default_criterion(arch):
     return DEFAULT_CRITERION.get(arch, "label_smoothed_cross_entropy")
+
+
+# the paper's training settings of a named architecture (fairseq-train option -> value), e.g.
+# {"warmup_updates": 6000, "max_tokens": 25000}: recipes start from them; the command line wins
+TRAINING_DEFAULTS = {}
+
+
+def training_defaults(arch):
+    return dict(TRAINING_DEFAULTS.get(arch, {}))
