@@ -40,8 +40,13 @@ def load_model(path, data=None, overrides=None, cpu=False):
     return model, task, cfg
 
 
-def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None, desc=None):
-    """Batches of ``split`` (moved to the model's device), with a progress bar."""
+def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None, desc=None,
+                    shuffle_seed=None, max_batches=None):
+    """Batches of ``split`` (moved to the model's device), with a progress bar.
+
+    Batches come in length order unless ``shuffle_seed`` is given (then in a random order
+    fixed by the seed, e.g. to train on a sample); ``max_batches`` stops early.
+    """
     from fairseq import utils
 
     task.load_dataset(split)
@@ -50,6 +55,11 @@ def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None
     if max_sentences is not None:
         order = order[order < max_sentences]
     batch_sampler = dataset.batch_by_size(order, max_tokens=max_tokens)
+    if shuffle_seed is not None:
+        perm = torch.randperm(len(batch_sampler), generator=torch.Generator().manual_seed(shuffle_seed))
+        batch_sampler = [batch_sampler[i] for i in perm.tolist()]
+    if max_batches is not None:
+        batch_sampler = batch_sampler[:max_batches]
     device = next(model.parameters()).device if model is not None else torch.device("cpu")
     for batch in tqdm(batch_sampler, desc=desc or split, mininterval=2):
         sample = dataset.collater([dataset[i] for i in batch])
