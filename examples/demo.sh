@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make demo: Multi30k En-De, end to end on CPU, with any registered architecture.
+#   DATA=../shared/data  ARCH=fusion_transformer  TRAIN_MINUTES=8  WORK=demo_work
+# Moses tokenization (sacremoses) -> joint BPE (subword-nmt, 4k merges) -> fairseq-preprocess
+# -> fairseq-train --user-dir fairseq_fusion (d=128, 3+3 layers) -> fairseq-generate (beam 5)
+# on test_2016_flickr -> detokenize -> sacreBLEU with its signature.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+DATA=${DATA:-$REPO/../shared/data}
+ARCH=${ARCH:-fusion_transformer}
+TRAIN_MINUTES=${TRAIN_MINUTES:-8}
+WORK=${WORK:-$REPO/demo_work}
+THREADS=${THREADS:-$(nproc)}
+M30K_URL=https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw
+FILES="train val test_2016_flickr"
+step() { echo; echo "=== [$(date +%H:%M:%S)] $*"; }
+start=$(date +%s)
+
+M30K=$DATA/multi30k
+if [ ! -d "$M30K" ]; then
+  echo "demo: $M30K not found (expected Multi30k raw files {train,val,test_2016_flickr}.{en,de}.gz there; set DATA=DIR)."
+  echo "demo: downloading the same files from the Multi30k public repository (github.com/multi30k/dataset, data/task1/raw) into $WORK/multi30k"
+  M30K=$WORK/multi30k
+  mkdir -p "$M30K"
+  for f in $FILES; do for l in en de; do
+    [ -s "$M30K/$f.$l.gz" ] || curl -fsSL --retry 2 -o "$M30K/$f.$l.gz" "$M30K_URL/$f.$l.gz" || {
+      echo "demo: download of $M30K_URL/$f.$l.gz failed; put the files in $DATA/multi30k and run again" >&2; exit 1; }
+  done; done
+fi
+for f in $FILES; do for l in en de; do
+  [ -e "$M30K/$f.$l.gz" ] || [ -e "$M30K/$f.$l" ] || { echo "demo: missing $M30K/$f.$l(.gz): expected the raw Multi30k task-1 files" >&2; exit 1; }
+done; done
+
+BIN=$WORK/data-bin
+if [ ! -e "$BIN/.done" ]; then
+  step "prepare: Moses tokenization, 4k joint BPE, binarization ($M30K)"
+  rm -rf "$BIN"
+  fusion-prepare-text -s en -t de --trainpref "$M30K/train" --validpref "$M30K/val" \
+    --testpref "$M30K/test_2016_flickr" --destdir "$BIN" --bpe-merges 4000 --workers "$THREADS"
+  touch "$BIN/.done"
+else
+  step "prepare: reusing $BIN"
+fi
+
+CRITERION=$(python -c "import fairseq_fusion; from fairseq_fusion.models import fusion_options; print(fusion_options.default_criterion('$ARCH'))")
+CKPT=$WORK/checkpoints/$ARCH
+rm -rf "$CKPT"
+step "train $ARCH for $TRAIN_MINUTES minutes on CPU (criterion $CRITERION)"
+fairseq-train "$BIN" --user-dir "$REPO/fairseq_fusion" --arch "$ARCH" \
+  --encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 \
+  --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 --encoder-attention-heads 4 --decoder-attention-heads 4 \
+  --share-all-embeddings --dropout 0.1 \
+  --optimizer adam --adam-betas '(0.9, 0.98)' --lr 2e-3 --lr-scheduler inverse_sqrt --warmup-updates 100 --clip-norm 0.0 \
+  --criterion "$CRITERION" --label-smoothing 0.1 --max-tokens 6000 \
+  --stop-time-hours "$(python -c "print($TRAIN_MINUTES / 60)")" --max-epoch 100 \
+  --save-dir "$CKPT" --no-epoch-checkpoints --cpu --seed 1 \
+  --log-format simple --log-interval 25 --num-workers 0
+trained=$(date +%s)
+
+step "translate test_2016_flickr with fairseq-generate (beam 5)"
+OUT=$WORK/out/$ARCH
+mkdir -p "$OUT"
+fairseq-generate "$BIN" --user-dir "$REPO/fairseq_fusion" --path "$CKPT/checkpoint_last.pt" \
+  --gen-subset test --beam 5 --batch-size 128 --remove-bpe --cpu > "$OUT/generate.txt"
+tail -n 1 "$OUT/generate.txt"
+grep '^H-' "$OUT/generate.txt" | sort -t- -k2,2n | cut -f3 | sacremoses -l de detokenize > "$OUT/hyp.de"
+REF=$BIN/tok/test.raw.de
+[ "$(wc -l < "$OUT/hyp.de")" -eq "$(wc -l < "$REF")" ] || { echo "demo: $(wc -l < "$OUT/hyp.de") hypotheses for $(wc -l < "$REF") references" >&2; exit 1; }
+
+step "sacreBLEU (detokenized) on test_2016_flickr"
+sacrebleu "$REF" -i "$OUT/hyp.de" -m bleu -f text | tee "$OUT/sacrebleu.txt"
+end=$(date +%s)
+echo "demo: $ARCH, trained $(( (trained - start) / 60 )) min incl. preparation, total $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s; outputs in $OUT"

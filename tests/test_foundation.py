@@ -1,0 +1,184 @@
+"""Foundation: parity with fairseq's transformer, CLI round trip, reload, averaging, bad input."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import REPO, SMALL_MODEL_ARGS, run_cli, train_args
+from fairseq import checkpoint_utils, options, tasks
+from fairseq.models.transformer import TransformerModel
+
+from fairseq_fusion import data_paths
+from fairseq_fusion.cli.average_checkpoints import average_checkpoints
+from fairseq_fusion.models import FusionTransformerModel
+
+
+def build(arch, data_dir, extra=()):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [data_dir, "--task", "translation", "-s", "en", "-t", "de", "--arch", arch, "--cpu", *extra])
+    task = tasks.setup_task(args)
+    return task.build_model(args), task
+
+
+def sample_batch(task, bsz=3, src_len=9, tgt_len=7, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    d = task.source_dictionary
+    src = torch.randint(d.nspecial, len(d), (bsz, src_len), generator=g)
+    src[0, :3] = d.pad()  # left padding, as fairseq batches sources
+    prev = torch.randint(d.nspecial, len(d), (bsz, tgt_len), generator=g)
+    return src, torch.tensor([src_len - 3] + [src_len] * (bsz - 1)), prev
+
+
+@pytest.mark.parametrize("vanilla_arch,fusion_arch,extra", [
+    ("transformer", "fusion_transformer", SMALL_MODEL_ARGS),
+    ("transformer", "fusion_transformer", SMALL_MODEL_ARGS + ["--encoder-normalize-before", "--decoder-normalize-before", "--share-all-embeddings"]),
+    ("transformer_vaswani_wmt_en_de_big", "fusion_transformer_big", ["--encoder-layers", "1", "--decoder-layers", "1"]),
+])
+@torch.no_grad()
+def test_parity_with_fairseq_transformer(multi30k_slice, vanilla_arch, fusion_arch, extra):
+    torch.manual_seed(0)
+    vanilla, task = build(vanilla_arch, multi30k_slice, extra)
+    fusion, _ = build(fusion_arch, multi30k_slice, extra)
+    assert type(vanilla) is TransformerModel and isinstance(fusion, FusionTransformerModel)
+    v_names = [n for n, _ in vanilla.named_parameters()]
+    assert v_names == [n for n, _ in fusion.named_parameters()]
+    assert sum(p.numel() for p in vanilla.parameters()) == sum(p.numel() for p in fusion.parameters())
+    fusion.load_state_dict(vanilla.state_dict(), strict=True)
+    vanilla.eval(), fusion.eval()
+    src, lengths, prev = sample_batch(task)
+    out_v = vanilla(src, lengths, prev)[0]
+    out_f = fusion(src, lengths, prev)[0]
+    assert out_v.shape == out_f.shape
+    assert (out_v - out_f).abs().max().item() < 1e-5
+
+
+def test_base_parameter_count_equals_transformer(multi30k_slice):
+    vanilla, _ = build("transformer", multi30k_slice)
+    fusion, _ = build("fusion_transformer", multi30k_slice)
+    n_v = sum(p.numel() for p in vanilla.parameters())
+    assert n_v == sum(p.numel() for p in fusion.parameters())
+    assert n_v > 40_000_000  # really the base size (6+6 layers, d=512)
+
+
+@pytest.fixture(scope="module")
+def trained(multi30k_slice, tmp_path_factory):
+    """fusion_transformer trained a few updates with fairseq-train, epoch checkpoints kept."""
+    save = str(tmp_path_factory.mktemp("ckpt"))
+    proc = run_cli(train_args(multi30k_slice, save, max_update=1000, extra=["--max-epoch", "2"]))
+    assert "done training" in proc.stdout + proc.stderr
+    return save
+
+
+def test_cli_round_trip_generate_bleu(multi30k_slice, trained):
+    """fairseq-preprocess -> fairseq-train --user-dir -> fairseq-generate -> BLEU line, no TORCH_FORCE_* variable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_FORCE")}
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "fairseq-generate"), multi30k_slice,
+         "--user-dir", os.path.join(REPO, "fairseq_fusion"), "--path", os.path.join(trained, "checkpoint_last.pt"),
+         "--gen-subset", "test", "--beam", "5", "--batch-size", "128", "--max-len-b", "20", "--cpu", "--remove-bpe"],
+        capture_output=True, text=True, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"Generate test with beam=5: BLEU4 = \d+\.\d+", proc.stdout)
+    assert len(re.findall(r"^H-\d+\t", proc.stdout, flags=re.M)) == 1000
+
+
+def test_interactive_and_hub(multi30k_slice, trained):
+    proc = run_cli(
+        ["fairseq-interactive", multi30k_slice, "--user-dir", os.path.join(REPO, "fairseq_fusion"),
+         "--path", os.path.join(trained, "checkpoint_last.pt"), "--cpu", "--beam", "2", "--max-len-b", "10"],
+    )
+    assert proc.returncode == 0
+    code = (
+        "import fairseq_fusion\n"
+        "from fairseq_fusion.models import FusionTransformerModel\n"
+        f"hub = FusionTransformerModel.from_pretrained({trained!r}, checkpoint_file='checkpoint_last.pt', data_name_or_path={multi30k_slice!r},"
+        f" tokenizer='moses', bpe='subword_nmt', bpe_codes={os.path.join(multi30k_slice, 'bpe.codes')!r})\n"
+        "out = hub.translate('A dog runs on the grass .', beam=2, max_len_b=10)\n"
+        "print('HUB', type(hub.models[0]).__name__, isinstance(out, str))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert "HUB FusionTransformerModel True" in res.stdout, res.stderr[-3000:]
+
+
+def test_reload_in_fresh_process_gives_same_outputs(multi30k_slice, trained):
+    path = os.path.join(trained, "checkpoint_last.pt")
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([path])
+    model = models[0].eval()
+    src, lengths, prev = sample_batch(task)
+    with torch.no_grad():
+        here = model(src, lengths, prev)[0]
+    out_file = os.path.join(trained, "fresh_out.pt")
+    code = (
+        "import torch, fairseq_fusion\n"
+        "from fairseq import checkpoint_utils\n"
+        f"m, _, _ = checkpoint_utils.load_model_ensemble_and_task([{path!r}])\n"
+        f"src, lengths, prev = torch.load({out_file + '.in'!r})\n"
+        "with torch.no_grad():\n"
+        "    out = m[0].eval()(src, lengths, prev)[0]\n"
+        f"torch.save(out, {out_file!r})\n"
+    )
+    torch.save((src, lengths, prev), out_file + ".in")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert torch.equal(torch.load(out_file), here)
+
+
+def test_average_checkpoints_is_mean_of_parameters(trained, tmp_path):
+    paths = [os.path.join(trained, f"checkpoint{e}.pt") for e in (1, 2)]
+    out = str(tmp_path / "avg.pt")
+    run_cli(["fusion-average-checkpoints", "--inputs", trained, "--num-epoch-checkpoints", "2", "--output", out])
+    avg = torch.load(out)["model"]
+    a, b = (torch.load(p)["model"] for p in paths)
+    assert set(avg) == set(a)
+    changed = 0
+    for k in a:
+        expected = (a[k].double() + b[k].double()) / 2
+        assert torch.allclose(avg[k].double(), expected, atol=1e-7), k
+        changed += int(not torch.equal(a[k], b[k]))
+    assert changed > 10  # the two checkpoints really differ
+    # the averaged checkpoint decodes
+    assert average_checkpoints(paths)["model"].keys() == avg.keys()
+
+
+def test_vanilla_transformer_checkpoint_converts_and_loads_strictly(multi30k_slice, tmp_path):
+    save = str(tmp_path / "vanilla")
+    vanilla_args = train_args(multi30k_slice, save, arch="transformer", max_update=3)
+    vanilla_args.remove("--user-dir")
+    vanilla_args.remove(os.path.join(REPO, "fairseq_fusion"))
+    run_cli(vanilla_args)
+    out = str(tmp_path / "fusion.pt")
+    run_cli(["fusion-convert-checkpoint", "--input", os.path.join(save, "checkpoint_last.pt"), "--output", out])
+    (vanilla,), _, task = checkpoint_utils.load_model_ensemble_and_task([os.path.join(save, "checkpoint_last.pt")])
+    (fusion,), _, _ = checkpoint_utils.load_model_ensemble_and_task([out])
+    assert type(vanilla) is TransformerModel and type(fusion) is FusionTransformerModel
+    src, lengths, prev = sample_batch(task)
+    with torch.no_grad():
+        assert (vanilla.eval()(src, lengths, prev)[0] - fusion.eval()(src, lengths, prev)[0]).abs().max() < 1e-5
+    # and fairseq-train resumes a fusion_transformer run from the vanilla checkpoint (strict load)
+    proc = run_cli(train_args(multi30k_slice, str(tmp_path / "resumed"), max_update=4,
+                              extra=["--restore-file", os.path.join(save, "checkpoint_last.pt"), "--reset-optimizer",
+                                     "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]))
+    assert "Loaded checkpoint" in proc.stdout + proc.stderr
+
+
+def test_bad_input_messages(multi30k_slice, trained, tmp_path):
+    proc = run_cli(train_args(multi30k_slice, str(tmp_path / "x"), arch="fusion_transformr"), check=False)
+    assert proc.returncode != 0 and "invalid choice: 'fusion_transformr'" in proc.stderr
+    # a checkpoint from another vocabulary: re-binarize with a different BPE size
+    other = str(tmp_path / "other_vocab")
+    src = data_paths.data_path("multi30k")
+    run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", os.path.join(src, "train"),
+             "--validpref", os.path.join(src, "val"), "--testpref", os.path.join(src, "test_2016_flickr"),
+             "--destdir", other, "--max-lines", "300", "--bpe-merges", "100", "--workers", "1"])
+    proc = run_cli(["fairseq-generate", other, "--user-dir", os.path.join(REPO, "fairseq_fusion"),
+                    "--path", os.path.join(trained, "checkpoint_last.pt"), "--cpu", "--gen-subset", "test"], check=False)
+    assert proc.returncode != 0
+    assert "does not match this model's source dictionary" in proc.stderr
+    assert re.search(r"has shape \(\d+, 32\) in the checkpoint but \(\d+, 32\) here", proc.stderr)
+    # a missing data folder for our tools
+    proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", str(tmp_path / "nope" / "train"),
+                    "--validpref", str(tmp_path / "nope" / "val"), "--destdir", str(tmp_path / "y")], check=False)
+    assert proc.returncode != 0 and "no text file" in proc.stderr and "nope/train.en" in proc.stderr
