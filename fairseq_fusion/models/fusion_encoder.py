@@ -74,12 +74,25 @@ class FusionTransformerEncoder(TransformerEncoderBase):
             return states[-1]
         return self.layer_combiner.stack_output(states, padding_mask)
 
+    def forward(
+        self,
+        src_tokens,
+        src_lengths: Optional[Tensor] = None,
+        return_all_hiddens: bool = False,
+        token_embeddings: Optional[Tensor] = None,
+        **extra_inputs,
+    ):
+        """fairseq's forward; other ``net_input`` keys of a task (e.g. ``src_phrase_lengths``)
+        reach the layers as ``ctx["inputs"]`` (generation passes them too: ``forward_torchscript``)."""
+        return self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings, extra_inputs)
+
     def forward_scriptable(
         self,
         src_tokens,
         src_lengths: Optional[Tensor] = None,
         return_all_hiddens: bool = False,
         token_embeddings: Optional[Tensor] = None,
+        extra_inputs: Optional[Dict[str, Tensor]] = None,
     ):
         encoder_padding_mask = src_tokens.eq(self.padding_idx)
         has_pads = encoder_padding_mask.any()
@@ -91,7 +104,7 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         layer_mask = encoder_padding_mask if has_pads else None
         states = [x]
         ctx = {"embed": encoder_embedding.transpose(0, 1), "states": states,
-               "padding_mask": layer_mask, "src_tokens": src_tokens}
+               "padding_mask": layer_mask, "src_tokens": src_tokens, "inputs": extra_inputs or {}}
         for idx, layer in enumerate(self.layers):
             x = layer(x, encoder_padding_mask=layer_mask, ctx=ctx)
             x = self.combine_layers(idx, x, states, layer_mask)

@@ -43,6 +43,31 @@ class FusionTransformerModel(TransformerModel):
             no_encoder_attn=args.no_cross_attention,
         )
 
+    def forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer=None,
+        alignment_heads=None,
+        **extra_encoder_inputs,
+    ):
+        """fairseq's forward; other ``net_input`` keys of a task go to the encoder (``ctx["inputs"]``)."""
+        encoder_out = self.encoder(
+            src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **extra_encoder_inputs
+        )
+        return self.decoder(
+            prev_output_tokens,
+            encoder_out=encoder_out,
+            features_only=features_only,
+            alignment_layer=alignment_layer,
+            alignment_heads=alignment_heads,
+            src_lengths=src_lengths,
+            return_all_hiddens=return_all_hiddens,
+        )
+
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         fusion = self.decoder.output_fusion
         if fusion is None:

@@ -1,0 +1,117 @@
+"""Phrase segmentation of a source batch (Xu et al. 2020, §3 "Transformer with Phrase Representation").
+
+A segmentation is given per token as its phrase id (``-1`` on padding) and turned into a
+gather index ``B x P x M`` (P phrases, M tokens per phrase slot) with a token mask, so that
+padding never enters a phrase representation, and a phrase padding mask ``B x P`` for the
+attention over phrases.
+
+- n-gram phrases (footnote 2): ``ntok = max(min(8, seql / 6), 3)`` tokens per phrase, with
+  ``seql`` the sentence's own length (its non-padding tokens, the final ``</s>`` included),
+  never the padded batch length; the last phrase is shorter (padded). Reading: ``seql / 6``
+  is integer division, as a phrase holds a whole number of tokens.
+- parse-tree phrases (Algorithm 1, see ``phrase_parse_tree``): the task passes each
+  sentence's phrase lengths in sub-words (``net_input["src_phrase_lengths"]``, B x K, 0 =
+  no phrase); ``</s>`` forms one more phrase of its own.
+Both are computed from token ranks (position among the sentence's own tokens), so the
+result does not depend on the side or amount of padding.
+"""
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+PHRASE_LENGTHS_KEY = "src_phrase_lengths"
+
+
+def ngram_phrase_size(seql: Tensor) -> Tensor:
+    """Footnote 2: ntok = max(min(8, seql // 6), 3), elementwise on sentence lengths."""
+    return (seql // 6).clamp(min=3, max=8)
+
+
+class Segmentation(NamedTuple):
+    index: Tensor  # B x P x M token positions (0 where masked)
+    token_mask: Tensor  # B x P x M, True for a real token of the phrase
+    phrase_padding_mask: Tensor  # B x P, True for a phrase slot without tokens
+
+
+def token_ranks(padding_mask: Tensor) -> Tensor:
+    """Rank of each token among its sentence's real tokens (B x T); -1 on padding."""
+    real = ~padding_mask
+    return torch.where(real, real.long().cumsum(dim=1) - 1, torch.full_like(padding_mask, -1, dtype=torch.long))
+
+
+def ngram_phrase_ids(padding_mask: Tensor) -> Tensor:
+    """Phrase id of each token (B x T, -1 on padding) for n-gram phrases of the sentence's own size."""
+    ranks = token_ranks(padding_mask)
+    ntok = ngram_phrase_size((~padding_mask).sum(dim=1, keepdim=True))
+    return torch.where(ranks >= 0, torch.div(ranks, ntok, rounding_mode="floor"), ranks)
+
+
+def span_phrase_ids(padding_mask: Tensor, phrase_lengths: Tensor) -> Tensor:
+    """Phrase id of each token from phrase lengths (B x K sub-words, 0 = none); ``</s>`` is the last phrase."""
+    ranks = token_ranks(padding_mask)
+    n_tokens = (~padding_mask).sum(dim=1)
+    covered = phrase_lengths.sum(dim=1)
+    bad = (covered != n_tokens - 1).nonzero()
+    if bad.numel() > 0:
+        b = int(bad[0, 0])
+        raise ValueError(
+            f"{PHRASE_LENGTHS_KEY}: the phrases of sentence {b} of the batch cover {int(covered[b])} "
+            f"sub-words but it has {int(n_tokens[b]) - 1} (+ </s>): the phrase-span file does not "
+            "match the binarized source (re-run fusion-parse-spans on this data)"
+        )
+    ends = phrase_lengths.cumsum(dim=1).masked_fill(phrase_lengths == 0, torch.iinfo(torch.long).max)
+    ids = (ranks.unsqueeze(-1) >= ends.unsqueeze(1)).sum(dim=-1)
+    return torch.where(ranks >= 0, ids, ranks)
+
+
+def segmentation_from_ids(phrase_ids: Tensor) -> Segmentation:
+    """Gather index, token mask and phrase padding mask from contiguous per-token phrase ids."""
+    bsz, seq_len = phrase_ids.shape
+    real = phrase_ids >= 0
+    n_phrases = int(phrase_ids.max()) + 1 if real.any() else 1
+    safe_ids = phrase_ids.clamp(min=0)
+    counts = torch.zeros(bsz, n_phrases, dtype=torch.long, device=phrase_ids.device)
+    counts.scatter_add_(1, safe_ids, real.long())
+    starts = counts.cumsum(dim=1) - counts
+    pos = token_ranks(~real) - starts.gather(1, safe_ids)
+    width = max(int(counts.max()), 1)
+    index = torch.zeros(bsz, n_phrases, width, dtype=torch.long, device=phrase_ids.device)
+    token_mask = torch.zeros(bsz, n_phrases, width, dtype=torch.bool, device=phrase_ids.device)
+    b_idx, t_idx = real.nonzero(as_tuple=True)
+    p_idx, m_idx = phrase_ids[b_idx, t_idx], pos[b_idx, t_idx]
+    index[b_idx, p_idx, m_idx] = t_idx
+    token_mask[b_idx, p_idx, m_idx] = True
+    return Segmentation(index, token_mask, counts == 0)
+
+
+class PhraseSegmenter:
+    """Segments the encoder's batch once per forward (cached in the encoder's layer context)."""
+
+    CTX_KEY = "phrase_segmentation"
+
+    def __init__(self, mode: str, padding_idx: int):
+        if mode not in ("ngram", "parse"):
+            raise ValueError(f"--phrase-segmentation: expected 'ngram' or 'parse', got {mode!r}")
+        self.mode = mode
+        self.padding_idx = padding_idx
+
+    def __call__(self, ctx) -> Segmentation:
+        seg = ctx.get(self.CTX_KEY)
+        if seg is None:
+            seg = self.segment(ctx["src_tokens"], ctx.get("inputs") or {})
+            ctx[self.CTX_KEY] = seg
+        return seg
+
+    def segment(self, src_tokens: Tensor, inputs) -> Segmentation:
+        padding_mask = src_tokens.eq(self.padding_idx)
+        if self.mode == "ngram":
+            return segmentation_from_ids(ngram_phrase_ids(padding_mask))
+        lengths = inputs.get(PHRASE_LENGTHS_KEY)
+        if lengths is None:
+            raise ValueError(
+                f"--phrase-segmentation parse needs the phrase spans of each source sentence "
+                f"(net_input['{PHRASE_LENGTHS_KEY}']): use --task translation_with_phrases on data "
+                "prepared with fusion-parse-spans"
+            )
+        return segmentation_from_ids(span_phrase_ids(padding_mask, lengths.to(src_tokens.device)))
