@@ -1,12 +1,14 @@
 """fairseq-fusion: five Transformer NMT papers as options of one fairseq model.
 
 Loaded by fairseq through ``--user-dir fairseq_fusion``; importing it registers the
-``fusion_transformer`` model family, our criterions and tasks, and allow-lists the few
-classes fairseq checkpoints pickle, so they load under torch >= 2.6 (``weights_only``).
+``fusion_transformer`` model family, our criterions and tasks, allow-lists the few
+classes fairseq checkpoints pickle, so they load under torch >= 2.6 (``weights_only``),
+and lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``).
 """
-from . import checkpoint_safety
+from . import checkpoint_safety, distributed_cpu
 
 checkpoint_safety.allow_fairseq_checkpoint_globals()
+distributed_cpu.patch_fairseq_ddp()
 
 from . import criterions, models, modules, tasks  # noqa: E402,F401
 

@@ -1,0 +1,25 @@
+"""One rank of a CPU distributed fairseq-train run (used by test_distributed_resume.py).
+
+Runs fairseq-train's own entry point unchanged; the only addition is that every rank
+(not only the master, who writes checkpoints) dumps its model's parameters after each
+checkpoint save, so the test can compare the ranks. Usage: dist_worker.py DUMP_FILE ARGS...
+"""
+import sys
+
+import torch
+from fairseq import checkpoint_utils
+from fairseq_cli import train
+
+dump_file = sys.argv[1]
+sys.argv = ["fairseq-train"] + sys.argv[2:]
+_save = checkpoint_utils.save_checkpoint
+
+
+def save_and_dump(cfg, trainer, epoch_itr, val_loss):
+    out = _save(cfg, trainer, epoch_itr, val_loss)
+    torch.save({k: v.detach().clone() for k, v in trainer.get_model().state_dict().items()}, dump_file)
+    return out
+
+
+checkpoint_utils.save_checkpoint = save_and_dump
+train.cli_main()
