@@ -22,9 +22,9 @@ Readings chosen here (the paper is silent or ambiguous):
   ``project_out_dim``), the vector V multiplies; X^N is ``encoder_out["encoder_out"]``;
   X_emb is fairseq's scaled word embeddings sqrt(D) E[x] without positions
   (``encoder_out["encoder_embedding"]``), as in the authors' code (``--sf-no-posedemb``);
-- the attention is fairseq's ``MultiheadAttention`` with ``--surface-fusion-heads`` heads
-  (default: the decoder's), its attention dropout, and in/out projections: 4 D^2 + 4 D
-  parameters when the dimensions agree. The authors' code also passes the query and keys
+- the attention is standard multi-head attention (``SurfaceAttention``) with
+  ``--surface-fusion-heads`` heads (default: the decoder's), the model's attention dropout,
+  and q/k/v/out projections with biases: 4 D^2 + 4 D parameters when the dimensions agree. The authors' code also passes the query and keys
   through ``detach()`` and adds an FFN; the paper mentions neither, so neither is done;
 - hard fusion as written (a weighted geometric mean P^lambda P_s^(1-lambda)) sums to at most 1
   over the vocabulary. By default it is used as is (paper and authors' code);
@@ -35,16 +35,71 @@ Readings chosen here (the paper is silent or ambiguous):
 """
 from functools import partial
 
+import math
+from typing import Dict, Optional
+
 import torch
 import torch.nn.functional as F
-from fairseq.modules import MultiheadAttention
-from torch import nn
+from fairseq.incremental_decoding_utils import with_incremental_state
+from torch import Tensor, nn
 
 from ..models import fusion_options
 from ..models.fusion_options import Flag, OptionGroup
 
 LOGITS_KEY = "surface_logits"
 DEFAULT_TAU = {"hard": 1.0, "soft": 5.0}
+
+
+@with_incremental_state
+class SurfaceAttention(nn.Module):
+    """Multi-head dot-product attention (Vaswani et al. 2017) whose values differ from its keys.
+
+    (fairseq's ``MultiheadAttention`` in encoder-decoder mode projects the *keys* as values.)
+    Query B x T x Cq; keys S x B x Ck; values S x B x Cv; output B x T x Cq. The projected
+    keys and values depend on the source only: in incremental decoding they are computed at
+    the first step and cached in ``incremental_state`` (reordered with the beams).
+    """
+
+    def __init__(self, embed_dim, num_heads, kdim, vdim, dropout=0.0):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, embed_dim // num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.dropout = dropout
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(kdim, embed_dim)
+        self.v_proj = nn.Linear(vdim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        for proj in (self.q_proj, self.k_proj, self.v_proj):  # as fairseq's MultiheadAttention
+            nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.constant_(self.out_proj.bias, 0.0)
+
+    def split_heads(self, x):  # B x L x C -> B x H x L x hd
+        return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None):
+        cached = self.get_incremental_state(incremental_state, "kv") if incremental_state is not None else None
+        if cached is not None:
+            k, v, key_padding_mask = cached["k"], cached["v"], cached["mask"]
+        else:
+            k = self.split_heads(self.k_proj(key).transpose(0, 1))
+            v = self.split_heads(self.v_proj(value).transpose(0, 1))
+            if incremental_state is not None:
+                self.set_incremental_state(incremental_state, "kv", {"k": k, "v": v, "mask": key_padding_mask})
+        q = self.split_heads(self.q_proj(query)) * self.scaling
+        scores = torch.matmul(q, k.transpose(2, 3))  # B x H x T x S
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :].to(torch.bool), float("-inf"))
+        probs = F.dropout(torch.softmax(scores.float(), dim=-1).type_as(scores), p=self.dropout, training=self.training)
+        out = torch.matmul(probs, v).transpose(1, 2).reshape(query.size(0), query.size(1), -1)
+        return self.out_proj(out)
+
+    def reorder_incremental_state(self, incremental_state: Dict[str, Dict[str, Optional[Tensor]]], new_order: Tensor):
+        cached = self.get_incremental_state(incremental_state, "kv")
+        if cached is not None:
+            cached = {name: None if t is None else t.index_select(0, new_order) for name, t in cached.items()}
+            self.set_incremental_state(incremental_state, "kv", cached)
+        return incremental_state
 
 
 class SurfaceFusion(nn.Module):
@@ -59,10 +114,7 @@ class SurfaceFusion(nn.Module):
         self.lam = lam
         self.tau = DEFAULT_TAU[mode] if tau is None else tau
         self.renormalize = renormalize
-        self.attn = MultiheadAttention(
-            query_dim, heads, kdim=key_dim, vdim=value_dim,
-            dropout=attention_dropout, encoder_decoder_attention=True,
-        )
+        self.attn = SurfaceAttention(query_dim, heads, key_dim, value_dim, dropout=attention_dropout)
 
     def surface_representation(self, features, encoder_out, incremental_state=None):
         """r(y_j, x): B x T x C from the decoder features (B x T x C) and the encoder output."""
@@ -73,12 +125,7 @@ class SurfaceFusion(nn.Module):
         padding_mask = None
         if len(encoder_out["encoder_padding_mask"]) > 0:
             padding_mask = encoder_out["encoder_padding_mask"][0]
-        r, _ = self.attn(
-            query=features.transpose(0, 1), key=keys, value=values,
-            key_padding_mask=padding_mask, incremental_state=incremental_state,
-            static_kv=True, need_weights=False,
-        )
-        return r.transpose(0, 1)
+        return self.attn(features, keys, values, padding_mask, incremental_state)
 
     def add_surface_logits(self, decoder, features, extra, ctx):
         """Decoder hook: extra[LOGITS_KEY] = V^T r (B x T x |V|), last step only when incremental."""

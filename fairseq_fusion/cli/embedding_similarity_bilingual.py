@@ -1,0 +1,67 @@
+"""fusion-embedding-similarity-bilingual: cosine similarity of aligned source and target word
+embeddings over a bilingual dictionary, "All" pairs and "Non-Shared" pairs whose source and
+target words differ (Liu et al. 2021, Table 3).
+
+The dictionary is a file of ``source target`` lines (e.g. from fast_align links), or is built
+from a gold word alignment (``src ||| tgt`` text + ``.talp`` links) with --alignment-text/-links;
+pairs whose words are not single vocabulary entries of the model are left out (counted).
+
+  fusion-embedding-similarity-bilingual --path sf/checkpoint_best.pt --compare vanilla/checkpoint_best.pt \\
+      --alignment-text $DATA/alignment/deen/test.de-en --alignment-links $DATA/alignment/deen/deen.talp \\
+      --reverse --out results/similarity
+"""
+import argparse
+
+from ..analysis.common import load_model, new_figure, write_outputs
+from ..analysis.layer_fusion import bilingual_similarity, dictionary_from_alignments, read_dictionary
+
+
+def get_parser():
+    p = argparse.ArgumentParser(prog="fusion-embedding-similarity-bilingual", description=__doc__.split("\n")[0])
+    p.add_argument("--path", required=True, help="checkpoint file (.pt)")
+    p.add_argument("--compare", nargs="*", default=[], help="more checkpoints to compare")
+    p.add_argument("--labels", default=None, help="comma-separated names of --path and --compare")
+    p.add_argument("--data", default=None, help="binarized data directory with the dictionaries (default: the checkpoint's)")
+    p.add_argument("--dictionary", default=None, help="file of 'source target' word pairs")
+    p.add_argument("--alignment-text", default=None, help="'src ||| tgt' sentences of a gold alignment")
+    p.add_argument("--alignment-links", default=None, help="its links (1-indexed i-j; ipj possible links skipped)")
+    p.add_argument("--reverse", action="store_true", help="swap the alignment's sides (e.g. De-En links for En->De)")
+    p.add_argument("--min-count", type=int, default=1, help="keep aligned pairs seen at least this often")
+    p.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
+    return p
+
+
+def main(args):
+    if bool(args.dictionary) == bool(args.alignment_text and args.alignment_links):
+        raise SystemExit("fusion-embedding-similarity-bilingual: give either --dictionary or both --alignment-text and --alignment-links")
+    if args.dictionary:
+        pairs = read_dictionary(args.dictionary)
+    else:
+        pairs = dictionary_from_alignments(args.alignment_text, args.alignment_links, args.min_count, args.reverse)
+    paths = [args.path] + list(args.compare)
+    labels = args.labels.split(",") if args.labels else paths
+    if len(labels) != len(paths):
+        raise SystemExit(f"fusion-embedding-similarity-bilingual: --labels has {len(labels)} names for {len(paths)} checkpoints")
+    results = []
+    for path, label in zip(paths, labels):
+        model, task, _ = load_model(path, args.data, cpu=True)
+        results.append(dict(bilingual_similarity(model, task, pairs), path=path, label=label))
+    fig, ax = new_figure(figsize=(1.5 + 1.6 * len(results), 3.2))
+    width = 0.35
+    for k, (key, name) in enumerate((("all", "All"), ("non_shared", "Non-Shared"))):
+        ax.bar([i + (k - 0.5) * width for i in range(len(results))], [r[key] for r in results], width, label=name)
+    ax.set_xticks(range(len(results)), labels)
+    ax.set_ylabel("cosine similarity")
+    ax.legend()
+    write_outputs(args.out, {"models": results}, fig)
+    for r in results:
+        print(f"| {r['label']}: All {r['all']:.3f}, Non-Shared {r['non_shared']:.3f} "
+              f"({r['pairs']} pairs in the vocabulary of {r['dictionary_pairs']}, {r['non_shared_pairs']} non-shared)")
+
+
+def cli_main():
+    main(get_parser().parse_args())
+
+
+if __name__ == "__main__":
+    cli_main()

@@ -1,0 +1,47 @@
+"""fusion-layer-attention-map: heatmap of the layer attention of each decoder layer over the
+encoder layers (Liu et al. 2021, Fig. 1), weights averaged over the dimensions.
+
+  fusion-layer-attention-map --path ckpt/checkpoint_best.pt --out results/layer_attention
+"""
+import argparse
+import ast
+
+from ..analysis.common import load_model, new_figure, write_outputs
+from ..analysis.layer_fusion import layer_attention_matrix
+
+
+def get_parser():
+    p = argparse.ArgumentParser(prog="fusion-layer-attention-map", description=__doc__.split("\n")[0])
+    p.add_argument("--path", required=True, help="checkpoint with --layer-attention fine|coarse")
+    p.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
+    p.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
+    return p
+
+
+def main(args):
+    model, _, _ = load_model(args.path, overrides=ast.literal_eval(args.model_overrides), cpu=True)
+    matrix = layer_attention_matrix(model)  # decoder layers x encoder layers
+    m, n1 = matrix.shape
+    fig, ax = new_figure(figsize=(1.2 + 0.9 * m, 1.0 + 0.7 * n1))
+    im = ax.imshow(matrix.T.numpy(), origin="lower", cmap="viridis", aspect="auto")
+    for i in range(m):
+        for j in range(n1):
+            ax.text(i, j, f"{matrix[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
+    ax.set_xticks(range(m), [str(i + 1) for i in range(m)])
+    ax.set_yticks(range(n1), ["emb"] + [str(j) for j in range(1, n1)])
+    ax.set_xlabel("decoder layer")
+    ax.set_ylabel("encoder layer")
+    fig.colorbar(im, ax=ax)
+    data = {"path": args.path, "weights": matrix.tolist(),
+            "rows": "decoder layers 1..M", "columns": "encoder layers 0 (word embeddings)..N"}
+    write_outputs(args.out, data, fig)
+    for i, row in enumerate(matrix.tolist()):
+        print(f"| decoder layer {i + 1}: " + " ".join(f"{w:.3f}" for w in row))
+
+
+def cli_main():
+    main(get_parser().parse_args())
+
+
+if __name__ == "__main__":
+    cli_main()

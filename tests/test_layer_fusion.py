@@ -1,0 +1,246 @@
+"""Layer attention over encoder layers (Liu et al. 2021 §3.2, §3.3, §4): equations, DropConnect,
+masking, parameter counts, the generate override, and the analysis commands on real data."""
+import itertools
+import json
+import math
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq import checkpoint_utils, options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from omegaconf import OmegaConf
+
+from conftest import run_cli, train_args
+from fairseq_fusion.modules.layer_attention import MEMORY_KEY, parameter_count
+
+VOCAB, D, N, M = 40, 16, 3, 3
+SMALL = [
+    "--encoder-embed-dim", str(D), "--decoder-embed-dim", str(D),
+    "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+    "--encoder-layers", str(N), "--decoder-layers", str(M),
+]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dicts")
+    for lang in ("src", "tgt"):
+        with open(d / f"dict.{lang}.txt", "w") as f:
+            f.writelines(f"w{i} {1000 - i}\n" for i in range(VOCAB))
+    return str(d)
+
+
+def build(arch, data_dir, *extra, seed=1):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch, "--cpu", *SMALL, *extra,
+    ])
+    task = tasks.setup_task(args)
+    torch.manual_seed(seed)
+    return task.build_model(args), task, args
+
+
+def source_batch(task, lengths=(6, 4)):
+    d = task.source_dictionary
+    g = torch.Generator().manual_seed(0)
+    toks = torch.full((len(lengths), max(lengths)), d.pad())
+    for i, n in enumerate(lengths):  # left-padded, ending in </s>
+        toks[i, -n:] = torch.cat([torch.randint(d.nspecial, len(d), (n - 1,), generator=g), torch.tensor([d.eos()])])
+    return toks, torch.tensor(lengths)
+
+
+def layers_x(model, toks, lengths):
+    """X^0..X^N computed here: sqrt(D) * E[x] (no positions) and the encoder layers' outputs."""
+    enc = model.encoder.forward_torchscript({"src_tokens": toks, "src_lengths": lengths})
+    x0 = math.sqrt(D) * model.encoder.embed_tokens.weight[toks].transpose(0, 1)
+    return enc, [x0] + enc["encoder_states"][1:N] + [enc["encoder_out"][0]]
+
+
+@torch.no_grad()
+def test_fine_grained_mix_matches_equation(data_dir):
+    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir)
+    model.eval()
+    toks, lengths = source_batch(task)
+    enc, xs = layers_x(model, toks, lengths)
+    W = model.decoder.encoder_reader.weight
+    assert W.shape == (M, N + 1, D)
+    for m in range(M):
+        expected = torch.zeros_like(xs[0])
+        for d in range(D):  # w_hat^{m,n,d} = exp(w^{m,n,d}) / sum_n' exp(w^{m,n',d})
+            z = [math.exp(W[m, n, d].item()) for n in range(N + 1)]
+            for n in range(N + 1):
+                expected[:, :, d] += z[n] / sum(z) * xs[n][:, :, d]
+        assert torch.allclose(enc[MEMORY_KEY][m], expected, atol=1e-5)
+
+
+@torch.no_grad()
+def test_decoder_layers_attend_their_mix(data_dir):
+    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir)
+    model.eval()
+    toks, lengths = source_batch(task)
+    enc = model.encoder(toks, lengths)
+    seen = {}
+    hooks = [layer.encoder_attn.register_forward_hook(
+        lambda mod, args, kw, out, m=m: seen.__setitem__(m, kw["key"]), with_kwargs=True)
+        for m, layer in enumerate(model.decoder.layers)]
+    prev = torch.full((2, 3), task.target_dictionary.eos())
+    model.decoder(prev, encoder_out=enc)
+    for h in hooks:
+        h.remove()
+    for m in range(M):
+        assert torch.equal(seen[m], enc[MEMORY_KEY][m])
+        assert not torch.equal(seen[m], enc["encoder_out"][0])
+
+
+@torch.no_grad()
+def test_coarse_mix_is_one_scalar_per_layer_pair(data_dir):
+    model, task, _ = build("transformer_coarse_layer_attention", data_dir)
+    model.eval()
+    toks, lengths = source_batch(task)
+    enc, xs = layers_x(model, toks, lengths)
+    W = model.decoder.encoder_reader.weight.view(M, N + 1)
+    for m in range(M):
+        z = [math.exp(W[m, n].item()) for n in range(N + 1)]
+        expected = sum(z[n] / sum(z) * xs[n] for n in range(N + 1))
+        assert torch.allclose(enc[MEMORY_KEY][m], expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch,extra,count", [
+    ("transformer_fine_grained_layer_attention", [], M * (N + 1) * D),
+    ("transformer_coarse_layer_attention", [], M * (N + 1)),
+    ("transformer_fine_grained_layer_attention", ["--layer-attention-top-only"], 2 * D),
+    ("transformer_coarse_layer_attention", ["--layer-attention-top-only"], 2),
+])
+def test_parameter_count(arch, extra, count, data_dir):
+    """W in R^{M x (N+1) x D} (fine), M x (N+1) (coarse); top only: 1 x 2 (x D)."""
+    base, _, _ = build("fusion_transformer", data_dir)
+    model, _, _ = build(arch, data_dir, *extra)
+    n_params = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert n_params(model) - n_params(base) == count
+    granularity = "fine" if "fine" in arch else "coarse"
+    assert parameter_count(M, N, D, granularity, bool(extra)) == count
+
+
+def test_dropconnect_training_only(data_dir):
+    """Training: each w is dropped (0) with p = 0.3 or divided by 1 - p, then the softmax; eval: softmax(W)."""
+    model, _, _ = build("transformer_fine_grained_layer_attention", data_dir)
+    reader = model.decoder.encoder_reader
+    W, p = reader.weight.detach(), 0.3
+    assert reader.dropconnect == p
+    reader.eval()
+    assert torch.allclose(reader.layer_weights(), torch.exp(W) / torch.exp(W).sum(1, keepdim=True), atol=1e-6)
+    assert torch.equal(reader.layer_weights(), reader.layer_weights())
+    reader.train()
+    torch.manual_seed(0)
+    w_hat = reader.layer_weights().detach()
+    dropped = 0
+    for m, d in itertools.product(range(M), range(D)):
+        matches = []
+        for keep in itertools.product([0, 1], repeat=N + 1):
+            z = torch.tensor([W[m, n, d] / (1 - p) if keep[n] else 0.0 for n in range(N + 1)])
+            if torch.allclose(torch.softmax(z, 0), w_hat[m, :, d], atol=1e-6):
+                matches.append(keep)
+        assert matches, f"weights of (m={m}, d={d}) are not a DropConnect of W"
+        dropped += N + 1 - sum(matches[0])
+    assert 0.15 < dropped / (M * D * (N + 1)) < 0.45
+
+
+@torch.no_grad()
+def test_masking_zeroes_and_renormalizes(data_dir):
+    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-mask", "0")
+    model.eval()
+    reader = model.decoder.encoder_reader
+    e = torch.exp(reader.weight)
+    expected = e.clone()
+    expected[:, 0] = 0
+    expected = expected / expected.sum(1, keepdim=True)
+    got = reader.layer_weights()
+    assert torch.allclose(got, expected, atol=1e-6)
+    assert (got[:, 0] == 0).all()
+    toks, lengths = source_batch(task)
+    enc, xs = layers_x(model, toks, lengths)
+    mix = sum(got[0, n] * xs[n] for n in range(N + 1))
+    assert torch.allclose(enc[MEMORY_KEY][0], mix, atol=1e-5)
+
+
+def test_bad_mask_and_flags_fail_clearly(data_dir):
+    with pytest.raises(ValueError, match="--layer-attention-mask 7"):
+        build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-mask", "7")
+    with pytest.raises(ValueError, match="--layer-attention-mask 1.*top-only"):
+        build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-top-only", "--layer-attention-mask", "1")
+    with pytest.raises(ValueError, match="--layer-attention-mask needs --layer-attention"):
+        build("fusion_transformer", data_dir, "--layer-attention-mask", "0")
+    with pytest.raises(ValueError, match="--layer-attention-dropconnect"):
+        build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-dropconnect", "1.5")
+
+
+@torch.no_grad()
+def test_top_only_reads_output_below_and_mix_on_top(data_dir):
+    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-top-only")
+    model.eval()
+    toks, lengths = source_batch(task)
+    enc, xs = layers_x(model, toks, lengths)
+    reader = model.decoder.encoder_reader
+    for m in range(M - 1):
+        assert torch.equal(reader.encoder_memory(m, enc, None)[0], enc["encoder_out"][0])
+    w = torch.softmax(reader.weight[0], dim=0)  # 2 x D over {X^0, X^N}
+    assert torch.allclose(reader.encoder_memory(M - 1, enc, None)[0], w[0] * xs[0] + w[1] * xs[N], atol=1e-5)
+
+
+@torch.no_grad()
+def test_mask_override_reaches_model_loaded_for_generation(data_dir, tmp_path):
+    """fairseq-generate --model-overrides "{'layer_attention_mask': 0}" builds the masked model."""
+    model, _, args = build("transformer_fine_grained_layer_attention", data_dir)
+    path = str(tmp_path / "ckpt.pt")
+    cfg = OmegaConf.to_container(convert_namespace_to_omegaconf(args))  # as fairseq's save_state
+    history = [{"criterion_name": "x", "optimizer_name": "x", "lr_scheduler_state": {}, "num_updates": 0}]
+    torch.save({"cfg": cfg, "model": model.state_dict(), "optimizer_history": history,
+                "extra_state": {"best_loss": None}}, path)
+    models, _, _ = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"layer_attention_mask": 0})
+    assert models[0].decoder.encoder_reader.mask == 0
+    models, _, _ = checkpoint_utils.load_model_ensemble_and_task([path])
+    assert models[0].decoder.encoder_reader.mask is None
+
+
+@torch.no_grad()
+def test_composes_with_other_readers(data_dir):
+    """A reader installed before layer attention reads S^m in place of the encoder output."""
+    from fairseq_fusion.modules.layer_attention import LayerAttention
+
+    class Doubler(torch.nn.Module):
+        def encoder_memory(self, idx, encoder_out, incremental_state):
+            return 2 * encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
+
+    reader = LayerAttention(M, N, D, inner_reader=Doubler()).eval()
+    enc = {"encoder_out": [torch.randn(5, 2, D)], "encoder_padding_mask": [torch.zeros(2, 5, dtype=torch.bool)],
+           MEMORY_KEY: [torch.randn(5, 2, D) for _ in range(M)]}
+    assert torch.equal(reader.encoder_memory(1, enc, None)[0], 2 * enc[MEMORY_KEY][1])
+
+
+def test_analyses_on_trained_checkpoint(multi30k_slice, tmp_path):
+    """Train a few steps on real Multi30k; the heatmap, masking sweep and expressivity commands run."""
+    save = str(tmp_path / "ckpt")
+    run_cli(train_args(multi30k_slice, save, arch="transformer_fine_grained_layer_attention", max_update=4))
+    ckpt = os.path.join(save, "checkpoint_last.pt")
+    out = str(tmp_path / "out")
+
+    run_cli(["fusion-layer-attention-map", "--path", ckpt, "--out", out + "/map"])
+    data = json.load(open(out + "/map.json"))
+    weights = torch.tensor(data["weights"])  # decoder layers x encoder layers (0..N)
+    assert weights.shape == (2, 3) and torch.allclose(weights.sum(1), torch.ones(2), atol=1e-5)
+    assert os.path.getsize(out + "/map.png") > 0
+
+    run_cli(["fusion-layer-masking", "--path", ckpt, "--data", multi30k_slice, "--max-sentences", "20",
+             "--beam", "2", "--max-len-b", "10", "--out", out + "/mask"])
+    data = json.load(open(out + "/mask.json"))
+    assert [r["masked_layer"] for r in data["masked"]] == [0, 1, 2]
+    assert data["baseline"]["sentences"] == 20 and os.path.exists(out + "/mask.png")
+
+    run_cli(["fusion-embedding-expressivity", "--path", ckpt, "--out", out + "/svd"])
+    data = json.load(open(out + "/svd.json"))
+    curves = data["models"][0]["curves"]
+    assert set(curves) == {"all", "more attended", "less attended", "random"}
+    assert curves["all"][0] == 0.0 and all(v <= 1e-6 for v in curves["all"])
