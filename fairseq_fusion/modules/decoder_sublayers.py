@@ -101,8 +101,16 @@ def attach(model, args):
         layer.set_plan(decoder_plan(layer.plan, order, simplified))
         for block in drop:
             for name in BLOCK_PARAMETERS[block]:
-                if getattr(layer, name, None) is not None:
-                    setattr(layer, name, None)
+                remove_submodule(layer, name)
+
+
+def remove_submodule(layer, name):
+    """Unregister a sub-module/parameter (so its keys are unexpected in a strict load); the
+    attribute stays, as None."""
+    if getattr(layer, name, None) is None:
+        return
+    delattr(layer, name)
+    object.__setattr__(layer, name, None)
 
 
 fusion_options.register(

@@ -1,0 +1,253 @@
+"""Word alignment from encoder attention (Yang et al. 2020, §3.2, Fig. 4).
+
+- AER (Och & Ney 2003): with hypothesis links A, sure links S and possible links P (S ⊆ P),
+  summed over the corpus, precision = |A∩P|/|A|, recall = |A∩S|/|S| and
+  AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|). Links are sets (duplicates count once).
+- Alignment from SEM (§3.2): the encoder attention of each decoder layer, heads averaged;
+  sub-words are merged back to words (a target word's row is the mean of its sub-words'
+  rows, a source word's column the sum of its sub-words' columns); each target word is
+  aligned to the one source word with the highest weight (argmax; the source </s> is
+  excluded). Reading: the attention row of decoder position t is the one that predicts
+  target token t (fairseq's convention for --print-alignment).
+- Cumulative coverage (Eq. 2): C<=i = |A_1 ∪ ... ∪ A_i| / N with A_l the source words aligned
+  to at least one target word at layer l; counted over the corpus (sums of per-sentence
+  unions over the total number of source words N).
+
+Files (formats of ``../shared/data/alignment``): parallel text ``src ||| tgt`` (tokenized);
+gold ``i-j`` sure / ``ipj`` possible, 1-indexed, source index first; hypotheses in Pharaoh
+``i-j``, 0-indexed unless told otherwise.
+"""
+import re
+from typing import Dict, List, Sequence, Set, Tuple
+
+import torch
+
+Links = Set[Tuple[int, int]]
+_LINK = re.compile(r"^(\d+)([-p])(\d+)$")
+
+
+def parse_links(line: str, one_indexed: bool, where: str = "line") -> Tuple[Links, Links]:
+    """(sure, possible) links of one line, 0-indexed; possible includes sure."""
+    sure, possible = set(), set()
+    offset = 1 if one_indexed else 0
+    for tok in line.split():
+        m = _LINK.match(tok)
+        if m is None:
+            raise ValueError(f"{where}: bad alignment link {tok!r}; expected 'i-j' (sure) or 'ipj' (possible)")
+        i, j = int(m.group(1)) - offset, int(m.group(3)) - offset
+        if i < 0 or j < 0:
+            raise ValueError(f"{where}: link {tok!r} has an index below {offset}; is the file {'0' if one_indexed else '1'}-indexed?")
+        possible.add((i, j))
+        if m.group(2) == "-":
+            sure.add((i, j))
+    return sure, possible
+
+
+def read_links(path: str, one_indexed: bool) -> List[Tuple[Links, Links]]:
+    with open(path, encoding="utf-8") as f:
+        return [parse_links(line, one_indexed, f"{path}:{n}") for n, line in enumerate(f, 1)]
+
+
+def read_parallel(path: str) -> List[Tuple[List[str], List[str]]]:
+    """Tokenized ``source ||| target`` lines."""
+    pairs = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            parts = line.rstrip("\n").split(" ||| ")
+            if len(parts) != 2:
+                raise ValueError(f"{path}:{n}: expected 'source ||| target', got {line.strip()[:80]!r}")
+            pairs.append((parts[0].split(), parts[1].split()))
+    return pairs
+
+
+def check_lengths(gold: List[Tuple[Links, Links]], pairs, path: str):
+    if len(gold) != len(pairs):
+        raise ValueError(f"{path}: {len(gold)} alignment lines but {len(pairs)} sentence pairs")
+    for n, ((_, possible), (src, tgt)) in enumerate(zip(gold, pairs), 1):
+        bad = [(i, j) for i, j in possible if i >= len(src) or j >= len(tgt)]
+        if bad:
+            raise ValueError(f"{path}:{n}: links {sorted(bad)[:3]} (0-indexed) outside {len(src)} source x {len(tgt)} target words")
+
+
+def alignment_error_rate(hyps: Sequence[Links], gold: Sequence[Tuple[Links, Links]]) -> Dict[str, float]:
+    """Corpus AER, precision and recall (fractions) and the number of hypothesis links."""
+    if len(hyps) != len(gold):
+        raise ValueError(f"{len(hyps)} hypothesis lines but {len(gold)} gold lines")
+    a = s = a_s = a_p = 0
+    for hyp, (sure, possible) in zip(hyps, gold):
+        hyp = set(hyp)
+        a += len(hyp)
+        s += len(sure)
+        a_s += len(hyp & sure)
+        a_p += len(hyp & possible)
+    return {
+        "aer": 1.0 - (a_s + a_p) / (a + s) if a + s else 0.0,
+        "precision": a_p / a if a else 0.0,
+        "recall": a_s / s if s else 0.0,
+        "links": a,
+    }
+
+
+def reverse_links(links: Links) -> Links:
+    return {(j, i) for i, j in links}
+
+
+def word_alignment(attn: torch.Tensor, src_words: Sequence[int], tgt_words: Sequence[int]) -> Links:
+    """One (source word, target word) link per target word from sub-word attention.
+
+    ``attn``: target sub-words x source sub-words (the rows/columns to use only);
+    ``src_words[k]`` / ``tgt_words[t]``: the word index of source sub-word k / target sub-word t.
+    """
+    n_src, n_tgt = max(src_words) + 1, max(tgt_words) + 1
+    attn = attn.float()
+    src_index = torch.as_tensor(src_words, device=attn.device)
+    tgt_index = torch.as_tensor(tgt_words, device=attn.device)
+    by_src = attn.new_zeros(attn.size(0), n_src).index_add_(1, src_index, attn)
+    words = by_src.new_zeros(n_tgt, n_src).index_add_(0, tgt_index, by_src)
+    counts = torch.bincount(tgt_index, minlength=n_tgt).clamp(min=1).unsqueeze(1)
+    words = words / counts
+    best = words.argmax(dim=1).tolist()
+    return {(s, t) for t, s in enumerate(best)}
+
+
+def cumulative_coverage(per_layer: Sequence[Sequence[Links]], src_lengths: Sequence[int]) -> List[float]:
+    """C<=i (Eq. 2) for each layer i: corpus share of source words aligned at some layer <= i."""
+    total = sum(src_lengths)
+    covered = [set() for _ in src_lengths]
+    out = []
+    for layer_links in per_layer:
+        for seen, links in zip(covered, layer_links):
+            seen.update(i for i, _ in links)
+        out.append(sum(len(seen) for seen in covered) / total if total else 0.0)
+    return out
+
+
+def subword_map(word_pieces: Sequence[Sequence[str]]) -> Tuple[List[str], List[int]]:
+    """Flatten per-word BPE pieces: (sub-word tokens, word index of each)."""
+    tokens, index = [], []
+    for w, pieces in enumerate(word_pieces):
+        tokens += pieces
+        index += [w] * len(pieces)
+    return tokens, index
+
+
+@torch.no_grad()
+def layer_attentions(model, src_tokens, src_lengths, prev_output_tokens) -> List[torch.Tensor]:
+    """Encoder attention of every decoder layer, heads averaged: list of B x T_tgt x T_src."""
+    from .common import capture
+
+    names = [f"decoder.layers.{i}.encoder_attn" for i in range(len(model.decoder.layers))]
+    with capture(model, names, output_index=1) as records:
+        model(src_tokens, src_lengths, prev_output_tokens)
+    out = []
+    for name in names:
+        if not records[name] or records[name][0] is None:
+            raise RuntimeError(f"{name} returned no attention weights (is the model in eval mode?)")
+        out.append(records[name][0])
+    return out
+
+
+def file_languages(path: str):
+    """('de', 'en') from a file named like ``test.de-en``; None if the name says nothing."""
+    m = re.search(r"\.([a-z]{2,3})-([a-z]{2,3})$", path)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def model_direction(task, file_langs, swap=None) -> bool:
+    """Whether to feed the file's target side to the model as its source (``swap``).
+
+    ``swap`` given explicitly wins; else it is decided from the model's languages and the
+    file's (``file_langs``), and an unknown or unrelated pair is an error naming the flags.
+    """
+    if swap is not None:
+        return swap
+    model_langs = (getattr(task.cfg, "source_lang", None), getattr(task.cfg, "target_lang", None))
+    if file_langs is None:
+        raise ValueError("--parallel: cannot tell its languages from the name; pass --file-langs SRC-TGT (e.g. de-en)")
+    if tuple(file_langs) == model_langs:
+        return False
+    if tuple(reversed(file_langs)) == model_langs:
+        return True
+    raise ValueError(
+        f"--parallel is {file_langs[0]}-{file_langs[1]} but the model translates "
+        f"{model_langs[0]}-{model_langs[1]}; pass --swap or --no-swap to force a direction"
+    )
+
+
+def load_bpe(codes_path):
+    if codes_path is None:
+        return None
+    from subword_nmt.apply_bpe import BPE
+
+    with open(codes_path, encoding="utf-8") as f:
+        return BPE(f)
+
+
+def encode_words(words, dictionary, bpe):
+    """Token ids (with </s>) and the word index of each sub-word (</s> excluded)."""
+    pieces = [bpe.segment_tokens([w]) if bpe is not None else [w] for w in words]
+    tokens, index = subword_map(pieces)
+    ids = dictionary.encode_line(" ".join(tokens), add_if_not_exist=False, append_eos=True).long()
+    return ids, index
+
+
+@torch.no_grad()
+def align_corpus(model, task, pairs, bpe=None, swap=False, progress=True):
+    """Per decoder layer, per sentence: the (file source word, file target word) links.
+
+    The model reads the file's source side (its target side when ``swap``), forced-decodes
+    the other side, and aligns each of its target words to one source word (§3.2).
+    """
+    from tqdm import tqdm
+
+    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+    device = next(model.parameters()).device
+    per_layer = [[] for _ in model.decoder.layers]
+    unk = 0
+    for src_words, tgt_words in tqdm(pairs, desc="align", mininterval=2, disable=not progress):
+        if swap:
+            src_words, tgt_words = tgt_words, src_words
+        src_ids, src_index = encode_words(src_words, src_dict, bpe)
+        tgt_ids, tgt_index = encode_words(tgt_words, tgt_dict, bpe)
+        unk += int((src_ids == src_dict.unk()).sum() + (tgt_ids == tgt_dict.unk()).sum())
+        prev = torch.cat([tgt_ids.new_tensor([tgt_dict.eos()]), tgt_ids[:-1]])
+        attns = layer_attentions(
+            model, src_ids.unsqueeze(0).to(device), torch.tensor([len(src_ids)], device=device),
+            prev.unsqueeze(0).to(device),
+        )
+        n_src, n_tgt = len(src_index), len(tgt_index)
+        for layer, attn in enumerate(attns):
+            links = word_alignment(attn[0, :n_tgt, :n_src], src_index, tgt_index)
+            per_layer[layer].append(reverse_links(links) if swap else links)
+    return per_layer, unk
+
+
+def analyze(per_layer, gold, pairs, swap=False):
+    """AER/precision/recall and cumulative coverage (of the model's source words) per layer."""
+    src_lengths = [len(t if swap else s) for s, t in pairs]
+    # coverage counts the model's source words: the file's target side when swapped
+    model_src = [[{(j, i) for i, j in links} for links in layer] if swap else layer for layer in per_layer]
+    coverage = cumulative_coverage(model_src, src_lengths)
+    layers = []
+    for n, (links, cov) in enumerate(zip(per_layer, coverage), 1):
+        row = alignment_error_rate(links, gold)
+        row.update(layer=n, cumulative_coverage=cov)
+        layers.append(row)
+    return layers
+
+
+def plot(layers, title=""):
+    from .common import new_figure
+
+    fig, (ax1, ax2) = new_figure(1, 2, figsize=(9, 3.4))
+    xs = [r["layer"] for r in layers]
+    ax1.plot(xs, [r["aer"] for r in layers], marker="o")
+    ax1.set(xlabel="decoder layer", ylabel="AER", title="(a) alignment error rate of SEM")
+    ax2.plot(xs, [r["cumulative_coverage"] for r in layers], marker="s", color="tab:green")
+    ax2.set(xlabel="decoder layer", ylabel="C<=i", title="(b) cumulative coverage (Eq. 2)", ylim=(0, 1.05))
+    for ax in (ax1, ax2):
+        ax.set_xticks(xs)
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return fig

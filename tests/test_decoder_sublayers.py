@@ -1,0 +1,314 @@
+"""Decoder sub-layer orders, simplified decoder (Yang et al. 2020) and the information probe."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq import options, tasks
+from fairseq.data import data_utils
+
+from fairseq_fusion.analysis import information_probe as probe
+from fairseq_fusion.models import fusion_options
+from fairseq_fusion.modules import decoder_sublayers
+from fairseq_fusion.modules.decoder_sublayers import decoder_plan
+
+SMALL = [
+    "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+    "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+    "--encoder-layers", "2", "--decoder-layers", "3",
+]
+VOCAB = 30
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sublayer_dicts")
+    for lang in ("src", "tgt"):
+        with open(d / f"dict.{lang}.txt", "w") as f:
+            for i in range(VOCAB):
+                f.write(f"w{i} {1000 - i}\n")
+    return str(d)
+
+
+def build(data_dir, arch, *extra, small=True, seed=1):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch,
+        "--dropout", "0.0", "--cpu", *(SMALL if small else []), *extra,
+    ])
+    task = tasks.setup_task(args)
+    torch.manual_seed(seed)
+    return task.build_model(args).eval(), task, args
+
+
+def n_params(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+# ---------------------------------------------------------------- the equations (§2.1)
+
+def ln(x, norm):
+    return F.layer_norm(x, x.shape[-1:], norm.weight, norm.bias, norm.eps)
+
+
+def att(mha, query, memory, causal=False):
+    """Multi-head attention written out (Vaswani et al. 2017), T x B x C."""
+    t, b, c = query.shape
+    h = mha.num_heads
+    d = c // h
+    q = F.linear(query, mha.q_proj.weight, mha.q_proj.bias) * d ** -0.5
+    k = F.linear(memory, mha.k_proj.weight, mha.k_proj.bias)
+    v = F.linear(memory, mha.v_proj.weight, mha.v_proj.bias)
+    split = lambda z: z.reshape(z.size(0), b, h, d).permute(1, 2, 0, 3)  # B x H x T x d
+    scores = split(q) @ split(k).transpose(-1, -2)
+    if causal:
+        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    out = (scores.softmax(-1) @ split(v)).permute(2, 0, 1, 3).reshape(t, b, c)
+    return F.linear(out, mha.out_proj.weight, mha.out_proj.bias)
+
+
+def tem(layer, x):  # C = LN(ATT(Q, K, V) + L)
+    return ln(att(layer.self_attn, x, x, causal=True) + x, layer.self_attn_layer_norm)
+
+
+def sem_add_norm(layer, x, enc):  # D = LN(ATT(C, K_e, V_e) + C): SEM + Add&Norm I
+    return ln(att(layer.encoder_attn, x, enc) + x, layer.encoder_attn_layer_norm)
+
+
+def ffn_add_norm(layer, x):  # L = LN(FFN(D) + D): FFN + Add&Norm II
+    hidden = F.relu(F.linear(x, layer.fc1.weight, layer.fc1.bias))
+    return ln(F.linear(hidden, layer.fc2.weight, layer.fc2.bias) + x, layer.final_layer_norm)
+
+
+EQUATIONS = {
+    "transformer_sem_tem_ifm": lambda l, x, e: ffn_add_norm(l, tem(l, sem_add_norm(l, x, e))),
+    "transformer_sem_ifm": lambda l, x, e: ffn_add_norm(l, sem_add_norm(l, x, e)),
+    "transformer_simplified_decoder": lambda l, x, e: sem_add_norm(l, tem(l, x), e),
+    "fusion_transformer": lambda l, x, e: ffn_add_norm(l, sem_add_norm(l, tem(l, x), e)),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(EQUATIONS))
+@torch.no_grad()
+def test_layer_computes_the_papers_equations(arch, data_dir):
+    model, _, _ = build(data_dir, arch)
+    layer = model.decoder.layers[1]
+    x, enc = torch.randn(5, 2, 16), torch.randn(7, 2, 16)
+    out, _, _ = layer(x, enc, None, None, self_attn_mask=model.decoder.buffered_future_mask(x))
+    expected = EQUATIONS[arch](layer, x, enc)
+    assert (out - expected).abs().max().item() < 1e-5
+
+
+# ---------------------------------------------------------------- parameters (Table 3)
+
+@pytest.mark.parametrize("arch,d,f,table_ffn,table_self_attn", [
+    ("transformer_simplified_decoder", 512, 2048, 12.6, 6.3),
+    ("transformer_simplified_decoder_big", 1024, 4096, 50.4, 25.2),
+])
+def test_parameter_delta_is_the_decoder_ffns(arch, d, f, table_ffn, table_self_attn, data_dir):
+    base_arch = "fusion_transformer_big" if arch.endswith("_big") else "fusion_transformer"
+    with torch.device("meta"):
+        standard, _, _ = build(data_dir, base_arch, small=False)
+        simplified, _, _ = build(data_dir, arch, small=False)
+        no_tem, _, _ = build(data_dir, base_arch, "--decoder-sublayer-order", "sem-ifm", small=False)
+    layers = 6
+    ffn = layers * (d * f + f + f * d + d)  # fc1 + fc2 of every decoder layer
+    add_norm_ii = layers * 2 * d  # the LayerNorm of Add&Norm II goes with the FFN
+    assert n_params(standard) - n_params(simplified) == ffn + add_norm_ii
+    assert round(ffn / 1e6, 1) == table_ffn
+    self_attn = layers * (4 * d * d + 4 * d)
+    assert n_params(standard) - n_params(no_tem) == self_attn + layers * 2 * d
+    assert round(self_attn / 1e6, 1) == table_self_attn
+    # the encoder keeps its FFNs; the decoder has none
+    assert n_params(standard.encoder) == n_params(simplified.encoder)
+    names = [n for n, _ in simplified.decoder.named_parameters()]
+    assert not [n for n in names if ".fc1." in n or ".fc2." in n or "final_layer_norm" in n]
+    assert any(".fc1." in n for n, _ in simplified.encoder.named_parameters())
+
+
+def test_standard_checkpoint_does_not_load_strictly_into_simplified(data_dir):
+    standard, _, _ = build(data_dir, "fusion_transformer")
+    simplified, _, _ = build(data_dir, "transformer_simplified_decoder")
+    with pytest.raises(RuntimeError, match=r"decoder\.layers\.0\.fc1\.weight"):
+        simplified.load_state_dict(standard.state_dict(), strict=True)
+
+
+# ---------------------------------------------------------------- plans and composition
+
+@pytest.mark.parametrize("plan,order,simplified,expected", [
+    (("self_attn", "encoder_attn", "ffn"), "tem-sem-ifm", True, ("self_attn", "encoder_attn")),
+    (("self_attn", "encoder_attn", "ffn"), "sem-tem-ifm", False, ("encoder_attn", "self_attn", "ffn")),
+    (("self_attn", "encoder_attn", "ffn"), "sem-ifm", False, ("encoder_attn", "ffn")),
+    (("self_attn", "encoder_attn", "ffn"), "sem-ifm", True, ("encoder_attn",)),
+    # a phrase cross-attention before encoder attention moves with it, in any order
+    (("self_attn", "phrase_attn", "encoder_attn", "ffn"), "sem-tem-ifm", False,
+     ("phrase_attn", "encoder_attn", "self_attn", "ffn")),
+    (("self_attn", "phrase_attn", "encoder_attn", "ffn"), "sem-ifm", True, ("phrase_attn", "encoder_attn")),
+    # sub-layers attached to a removed block stay
+    (("pre", "self_attn", "encoder_attn", "mid", "ffn", "post"), "sem-ifm", True,
+     ("pre", "encoder_attn", "mid", "post")),
+])
+def test_decoder_plan(plan, order, simplified, expected):
+    assert decoder_plan(plan, order, simplified) == expected
+
+
+def test_decoder_plan_rejects_plans_without_the_standard_blocks():
+    with pytest.raises(ValueError, match="--decoder-sublayer-order"):
+        decoder_plan(("self_attn", "ffn"), "sem-tem-ifm", False)
+
+
+class Recorder(nn.Module):
+    """An extra sub-layer (as another technique would add) that scales its input."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(2.0))
+        self.calls = 0
+
+    def forward(self, x, st):
+        self.calls += 1
+        return x * self.scale
+
+
+@torch.no_grad()
+def test_extra_sublayer_attached_first_keeps_its_place(data_dir):
+    model, _, args = build(data_dir, "fusion_transformer")
+    for layer in model.decoder.layers:  # another technique attaches first ...
+        layer.extra_sublayers = nn.ModuleDict({"phrase_attn": Recorder()})
+        layer.set_plan(("self_attn", "phrase_attn", "encoder_attn", "ffn"))
+    args.decoder_sublayer_order, args.simplified_decoder = "sem-tem-ifm", True
+    decoder_sublayers.attach(model, args)  # ... then the sub-layer order
+    layer = model.decoder.layers[0]
+    assert layer.plan == ("phrase_attn", "encoder_attn", "self_attn")
+    x, enc = torch.randn(4, 1, 16), torch.randn(3, 1, 16)
+    out, _, _ = layer(x, enc, None, None, self_attn_mask=model.decoder.buffered_future_mask(x))
+    expected = tem(layer, sem_add_norm(layer, 2.0 * x, enc))
+    assert layer.extra_sublayers["phrase_attn"].calls == 1
+    assert (out - expected).abs().max().item() < 1e-5
+
+
+def test_conflicting_flags_name_both(data_dir):
+    with pytest.raises(ValueError, match="--no-cross-attention") as err:
+        build(data_dir, "transformer_simplified_decoder", "--no-cross-attention")
+    assert "--simplified-decoder" in str(err.value)
+    with pytest.raises(SystemExit):  # argparse refuses an unknown order
+        build(data_dir, "fusion_transformer", "--decoder-sublayer-order", "ifm-sem-tem")
+
+
+def test_flags_are_off_in_the_base_preset(data_dir):
+    model, _, args = build(data_dir, "fusion_transformer")
+    assert args.decoder_sublayer_order == "tem-sem-ifm" and args.simplified_decoder is False
+    assert all(layer.plan == ("self_attn", "encoder_attn", "ffn") for layer in model.decoder.layers)
+
+
+def surface_fusion_archs():
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    return [a for a in ("transformer_surface_fusion", "transformer_surface_fusion_soft") if a in ARCH_MODEL_REGISTRY]
+
+
+@pytest.mark.parametrize("arch", surface_fusion_archs())
+@torch.no_grad()
+def test_simplified_decoder_composes_with_surface_fusion(arch, data_dir):
+    model, task, _ = build(data_dir, arch, "--simplified-decoder")
+    plain, _, _ = build(data_dir, arch)
+    assert all(layer.plan == ("self_attn", "encoder_attn") for layer in model.decoder.layers)
+    assert n_params(plain) - n_params(model) == 3 * (16 * 32 + 32 + 32 * 16 + 16 + 2 * 16)
+    d = task.source_dictionary
+    src = torch.tensor([[d.pad(), 5, 6, 7, d.eos()], [8, 9, 10, 11, d.eos()]])
+    prev = torch.tensor([[d.eos(), 12, 13, 14], [d.eos(), 15, 16, 17]])
+    full = model.get_normalized_probs(model(src, torch.tensor([4, 5]), prev), log_probs=True)
+    enc = model.encoder.forward_torchscript({"src_tokens": src, "src_lengths": torch.tensor([4, 5])})
+    state, steps = {}, []
+    for t in range(prev.size(1)):
+        out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+        steps.append(model.get_normalized_probs((out[0][:, -1:], out[1]), log_probs=True)[:, -1])
+    assert (torch.stack(steps, 1) - full).abs().max().item() < 1e-5
+
+
+# ---------------------------------------------------------------- information probe (Eq. 1)
+
+def sample_for(task, srcs, tgts):
+    d = task.source_dictionary
+    srcs = [torch.tensor(s + [d.eos()]) for s in srcs]
+    tgts = [torch.tensor(t + [d.eos()]) for t in tgts]
+    return {
+        "net_input": {
+            "src_tokens": data_utils.collate_tokens(srcs, d.pad(), d.eos(), left_pad=True),
+            "src_lengths": torch.tensor([len(s) for s in srcs]),
+            "prev_output_tokens": data_utils.collate_tokens(tgts, d.pad(), d.eos(), move_eos_to_beginning=True),
+        },
+        "target": data_utils.collate_tokens(tgts, d.pad(), d.eos()),
+    }
+
+
+@torch.no_grad()
+def test_probe_captures_the_modules(data_dir):
+    model, task, _ = build(data_dir, "fusion_transformer")
+    sample = sample_for(task, [[5, 6, 7], [8, 9, 10, 11, 12]], [[13, 14], [15, 16, 17, 18]])
+    sources = probe.module_sources(model)
+    assert {m for m, _ in sources} == set(probe.MODULES)
+    reps = probe.representations(model, sample, sources)
+    _, extra = model(**sample["net_input"])
+    enc = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
+    pad_mask = sample["net_input"]["src_tokens"].eq(task.source_dictionary.pad())
+    for i, layer in enumerate(model.decoder.layers, 1):
+        assert torch.equal(reps[("IFM", i)], extra["inner_states"][i])
+        assert torch.equal(reps[("AddNorm-II", i)], reps[("IFM", i)])
+        # SEM = the encoder attention read by TEM's output; Add&Norm I = LN(SEM + TEM)
+        sem, _ = layer.encoder_attn(reps[("TEM", i)], enc["encoder_out"][0], enc["encoder_out"][0], key_padding_mask=pad_mask)
+        assert (sem - reps[("SEM", i)]).abs().max() < 1e-6
+        add_norm_i = ln(sem + reps[("TEM", i)], layer.encoder_attn_layer_norm)
+        assert (add_norm_i - reps[("AddNorm-I", i)]).abs().max() < 1e-5
+        ffn = F.linear(F.relu(F.linear(add_norm_i, layer.fc1.weight, layer.fc1.bias)), layer.fc2.weight, layer.fc2.bias)
+        assert (ffn - reps[("FFN", i)]).abs().max() < 1e-5
+    simplified, _, _ = build(data_dir, "transformer_simplified_decoder")
+    assert {m for m, _ in probe.module_sources(simplified)} == {"TEM", "SEM", "IFM", "AddNorm-I"}
+
+
+@torch.no_grad()
+def test_probe_nll_is_eq1_and_target_probe_cannot_copy(data_dir):
+    model, task, _ = build(data_dir, "fusion_transformer")
+    d = task.source_dictionary
+    sample = sample_for(task, [[5, 6, 7], [8, 9, 10, 11, 12]], [[13, 14, 20], [15, 16, 17, 18, 19]])
+    rep = probe.representations(model, sample, {("IFM", 3): ("module", "decoder.layers.2")})[("IFM", 3)]
+    p = probe.RecoveryProbe(len(d), d.pad(), 16, 2, 32, dropout=0.0).eval()
+    memory_pad = sample["net_input"]["prev_output_tokens"].eq(d.pad())
+    for side in ("source", "target"):
+        nll, ntok = probe.recovery_nll(p, rep, sample, side, d.pad(), d.eos())
+        # Eq. 1 sentence by sentence, one prefix x_<n at a time, without padding
+        expected, count = 0.0, 0
+        seqs = sample["target"] if side == "target" else sample["net_input"]["src_tokens"]
+        for b, seq in enumerate(seqs):
+            x = seq[seq.ne(d.pad())].tolist()
+            m = int((~memory_pad[b]).sum())
+            for n in range(len(x)):
+                prev = torch.tensor([[d.eos()] + x[:n]])
+                memory = rep[: (n + 1 if side == "target" else m), b: b + 1]
+                logits = p(prev, memory, torch.zeros(1, memory.size(0), dtype=torch.bool), causal_memory=False)
+                expected -= logits[0, -1].log_softmax(-1)[x[n]].item()
+                count += 1
+        assert ntok == count
+        assert abs(nll.item() - expected) < 1e-3
+    # changing H after position n leaves the target probe's prediction of x_n unchanged
+    prev, _, _ = probe.probe_batch(sample, "target", d.pad(), d.eos())
+    changed = rep.clone()
+    changed[2:] += 1.0
+    a = p(prev, rep, memory_pad, causal_memory=True)
+    b = p(prev, changed, memory_pad, causal_memory=True)
+    assert torch.allclose(a[:, :2], b[:, :2], atol=1e-6) and not torch.allclose(a[:, 2:], b[:, 2:])
+    prev_src, _, _ = probe.probe_batch(sample, "source", d.pad(), d.eos())
+    a = p(prev_src, rep, memory_pad, causal_memory=False)
+    b = p(prev_src, changed, memory_pad, causal_memory=False)
+    assert not torch.allclose(a[:, :2], b[:, :2])
+
+
+def test_probe_training_lowers_recovery_nll(data_dir):
+    model, task, _ = build(data_dir, "transformer_simplified_decoder")
+    sample = sample_for(task, [[5, 6, 7, 8], [9, 10, 11, 12]], [[13, 14, 15], [16, 17, 18]])
+    untrained, _ = probe.train_and_evaluate(model, task, [], [sample], modules=["IFM"], dropout=0.0)
+    torch.manual_seed(0)
+    trained, _ = probe.train_and_evaluate(model, task, [sample] * 30, [sample], modules=["IFM"], lr=3e-3, dropout=0.0)
+    for side in ("source", "target"):
+        assert trained["ppl"][side]["IFM"][-1] < 0.5 * untrained["ppl"][side]["IFM"][-1]
+    assert trained["train_batches"] == 30 and set(trained["ppl"]["source"]) == {"IFM"}
