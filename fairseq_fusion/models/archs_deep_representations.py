@@ -1,0 +1,67 @@
+"""Named architectures of Dou et al. (2018), "Exploiting Deep Representations for Neural Machine
+Translation": Table 1 (base, applied to encoder and decoder) and Table 2 ("deep
+representations" = hierarchical aggregation + layer diversity, big model)."""
+from fairseq.models import register_model_architecture
+
+from ..modules import layer_aggregation, multilayer_attention, vanilla_init  # noqa: F401  (registers the flags)
+from . import fusion_options
+from .archs_base import fusion_base_architecture, fusion_big_architecture
+
+DIVERSITY_CRITERION = "label_smoothed_cross_entropy_with_diversity"
+
+
+def _aggregation(args, kind):
+    args.layer_aggregation = getattr(args, "layer_aggregation", kind)
+    args.layer_aggregation_in = getattr(args, "layer_aggregation_in", "both")
+
+
+@register_model_architecture("fusion_transformer", "transformer_dense")
+def transformer_dense(args):
+    """Table 1 row 2: dense connection (Eq. 4), +0.0M."""
+    _aggregation(args, "dense")
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_linear_combination")
+def transformer_linear_combination(args):
+    """Table 1 row 3: linear combination (Eq. 5)."""
+    _aggregation(args, "linear")
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_iterative_aggregation")
+def transformer_iterative_aggregation(args):
+    """Table 1 row 4: iterative aggregation (Eq. 6-7), +31.5M."""
+    _aggregation(args, "iterative")
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_hierarchical_aggregation")
+def transformer_hierarchical_aggregation(args):
+    """Table 1 row 5: hierarchical aggregation (§3.1.1, Fig. 2), +23.1M."""
+    _aggregation(args, "hierarchical")
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_multilayer_attention")
+def transformer_multilayer_attention(args):
+    """Table 1 row 6: multi-layer attention with k = 2 (Eq. 8), the paper's default k."""
+    args.multilayer_attention = getattr(args, "multilayer_attention", 2)
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_multilayer_attention_k3")
+def transformer_multilayer_attention_k3(args):
+    """Table 1 row 7: multi-layer attention with k = 3."""
+    args.multilayer_attention = getattr(args, "multilayer_attention", 3)
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_hierarchical_aggregation_big")
+def transformer_hierarchical_aggregation_big(args):
+    """Table 2 "+ Deep Representations": big model, hierarchical aggregation, trained with L_diversity."""
+    _aggregation(args, "hierarchical")
+    fusion_big_architecture(args)
+
+
+fusion_options.DEFAULT_CRITERION["transformer_hierarchical_aggregation_big"] = DIVERSITY_CRITERION

@@ -1,0 +1,287 @@
+"""Layer aggregation (Dou et al., 2018, "Exploiting Deep Representations for Neural Machine
+Translation", §3.1.1, Fig. 1-2, Tables 3-4).
+
+Installed through seam (b) (``encoder.layer_combiner`` / ``decoder.layer_combiner``) of the
+stacks chosen by ``--layer-aggregation-in``. H^l is layer l's output (l = 1..L); the
+embedding layer's output is not aggregated (the equations start at l = 1).
+
+- ``dense`` (Eq. 4): H^l = Layer(H^{l-1}) + sum_{i=1}^{l-1} H^i; no parameters. The sum is
+  what the next layer reads and what the stack returns (Eq. 4 defines H^l that way).
+- ``linear`` (Eq. 5): stack output Ĥ = sum_{l=1}^{L} W_l H^l, W_l learnable d x d matrices,
+  no normalization, no bias. Reading: W_L starts as the identity and W_{l<L} as zero, so a
+  model started from a vanilla checkpoint (§4.1) starts from the vanilla output.
+- ``iterative`` (Eq. 6): Ĥ^1 = H^1, Ĥ^l = AGG(H^l, Ĥ^{l-1}); Ĥ^L is the stack output; the
+  backbone is unchanged (Fig. 1d: nothing is fed back).
+- ``hierarchical`` (§3.1.1, Fig. 2b): node Ĥ^i = AGG(H^{2i-1}, H^{2i}) for i = 1 and
+  AGG(H^{2i-1}, H^{2i}, Ĥ^{i-1}) for i >= 2; each node is fed back into the backbone as the
+  input of layer 2i+1 and the top node is the stack output. Odd depth L (the paper uses
+  L = 6): the last layer has no partner, so the last node is AGG(H^L, Ĥ^{(L-1)/2}) with two
+  inputs (e.g. L = 3: Ĥ^1 = AGG(H^1, H^2), Ĥ^2 = AGG(H^3, Ĥ^1)).
+
+AGG (Eq. 7, and its three-input form in §3.1.1): AGG(x_1..x_n) = LN(FF([x_1; ...; x_n]) + R)
+with FF = W_2 act(W_1 z + b_1) + b_2 (W_1: n*d -> ffn, W_2: ffn -> d, ffn = the stack's FFN
+size; these sizes give Table 1's +31.5M / +23.1M for the base model). ``--aggregation-function``
+(Table 4): act = sigmoid (paper's default) or relu; ``attention`` replaces FF by fairseq's
+multi-head self-attention over the n inputs of each position, averaged over the n outputs
+(reading: the paper only names "multi-head self-attention layer"; attending over the inputs
+keeps AGG position-wise, like FF). ``--aggregation-residual`` (Table 4): R = sum of all inputs
+(``all``, default), the input from the highest backbone layer only (``top``: H^l for
+iterative, H^{2i} for hierarchical), or none. The FF/attention output gets --dropout before
+the residual, as every Transformer sub-layer (the equations omit dropout, as Eq. 1 does).
+"""
+from typing import List, Optional, Sequence
+
+import torch
+from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
+from torch import Tensor, nn
+
+from ..models import fusion_options
+from ..models.fusion_options import Flag, OptionGroup
+
+KINDS = ("none", "dense", "linear", "iterative", "hierarchical")
+FUNCTIONS = ("sigmoid", "relu", "attention")
+RESIDUALS = ("all", "top", "none")
+SIDES = ("both", "encoder", "decoder")
+
+
+class Aggregation(nn.Module):
+    """AGG(x_1, ..., x_n) = LN(FF([x_1; ...; x_n]) + residual) (Eq. 7; §3.1.1 for n = 3).
+
+    ``top``: index of the input from the highest backbone layer (``residual="top"``);
+    ``input_names``: labels of the inputs (exploitation score, Eq. 11).
+    """
+
+    def __init__(self, num_inputs: int, dim: int, ffn_dim: int, function: str = "sigmoid",
+                 residual: str = "all", top: int = 0, dropout: float = 0.0, num_heads: int = 1,
+                 input_names: Optional[Sequence[str]] = None, name: str = ""):
+        super().__init__()
+        if function not in FUNCTIONS:
+            raise ValueError(f"--aggregation-function: expected one of {FUNCTIONS}, got {function!r}")
+        if residual not in RESIDUALS:
+            raise ValueError(f"--aggregation-residual: expected one of {RESIDUALS}, got {residual!r}")
+        self.num_inputs, self.dim = num_inputs, dim
+        self.function, self.residual, self.top = function, residual, top
+        self.input_names = list(input_names or [f"x{j + 1}" for j in range(num_inputs)])
+        self.name = name
+        if function == "attention":
+            self.attn = MultiheadAttention(dim, num_heads, self_attention=True)
+        else:
+            self.fc1 = nn.Linear(num_inputs * dim, ffn_dim)
+            self.fc2 = nn.Linear(ffn_dim, dim)
+            for fc in (self.fc1, self.fc2):
+                nn.init.xavier_uniform_(fc.weight)
+                nn.init.zeros_(fc.bias)
+        self.dropout_module = FairseqDropout(dropout, module_name=type(self).__name__)
+        self.layer_norm = LayerNorm(dim)
+
+    def transform(self, inputs: List[Tensor]) -> Tensor:
+        if self.function == "attention":
+            shape = inputs[0].shape
+            seq = torch.stack(inputs, 0).reshape(len(inputs), -1, shape[-1])  # n x (T*B) x C
+            out, _ = self.attn(seq, seq, seq, need_weights=False)
+            return out.mean(0).reshape(shape)
+        hidden = self.fc1(torch.cat(inputs, dim=-1))
+        hidden = torch.sigmoid(hidden) if self.function == "sigmoid" else torch.relu(hidden)
+        return self.fc2(hidden)
+
+    def residual_of(self, inputs: List[Tensor]):
+        if self.residual == "all":
+            return sum(inputs)
+        if self.residual == "top":
+            return inputs[self.top]
+        return 0
+
+    def forward(self, inputs: List[Tensor]) -> Tensor:
+        if len(inputs) != self.num_inputs:
+            raise ValueError(f"{self.name or 'AGG'} expects {self.num_inputs} inputs, got {len(inputs)}")
+        return self.layer_norm(self.dropout_module(self.transform(inputs)) + self.residual_of(inputs))
+
+    def input_weights(self) -> List[Tensor]:
+        """W_j of Eq. 11: the columns of FF's first matrix that multiply input j."""
+        if self.function == "attention":
+            raise ValueError(
+                f"{self.name}: the exploitation score (Eq. 11) needs FF's per-input matrices; "
+                "--aggregation-function attention has none"
+            )
+        return list(self.fc1.weight.split(self.dim, dim=1))
+
+
+class DenseConnection(nn.Module):
+    """Eq. 4: H^l = Layer(H^{l-1}) + sum_{i=1}^{l-1} H^i (additive, no parameters)."""
+
+    def combine_layers(self, idx, x, states, _mask_or_ctx):
+        return x + sum(states[1:])  # states = [embedding layer, H^1, ..., H^{l-1}]
+
+    def stack_output(self, states, _mask_or_ctx):
+        return states[-1]
+
+    def nodes(self):
+        return []
+
+
+class LinearCombination(nn.Module):
+    """Eq. 5: Ĥ = sum_{l=1}^{L} W_l H^l with learnable, unnormalized d x d matrices W_l."""
+
+    def __init__(self, num_layers: int, dim: int):
+        super().__init__()
+        self.weights = nn.ModuleList(nn.Linear(dim, dim, bias=False) for _ in range(num_layers))
+        with torch.no_grad():  # start as the vanilla stack: W_L = I, W_{l<L} = 0
+            for w in self.weights:
+                w.weight.zero_()
+            self.weights[-1].weight.copy_(torch.eye(dim))
+        self.input_names = [f"H^{l}" for l in range(1, num_layers + 1)]
+
+    def combine_layers(self, idx, x, states, _mask_or_ctx):
+        return x
+
+    def stack_output(self, states, _mask_or_ctx):
+        return sum(w(h) for w, h in zip(self.weights, states[1:]))
+
+    def nodes(self):
+        return [self]
+
+    @property
+    def name(self):
+        return "Ĥ"
+
+    def input_weights(self):
+        return [w.weight for w in self.weights]
+
+
+class IterativeAggregation(nn.Module):
+    """Eq. 6: Ĥ^1 = H^1, Ĥ^l = AGG(H^l, Ĥ^{l-1}); the stack outputs Ĥ^L."""
+
+    def __init__(self, num_layers: int, make_agg):
+        super().__init__()
+        self.aggs = nn.ModuleList(
+            make_agg(2, top=0, input_names=["H^l", "Ĥ^{l-1}"], name=f"Ĥ^{l}") for l in range(2, num_layers + 1)
+        )
+
+    def combine_layers(self, idx, x, states, _mask_or_ctx):
+        return x
+
+    def stack_output(self, states, _mask_or_ctx):
+        agg = states[1]
+        for node, h in zip(self.aggs, states[2:]):
+            agg = node([h, agg])
+        return agg
+
+    def nodes(self):
+        return list(self.aggs)
+
+
+class HierarchicalAggregation(nn.Module):
+    """§3.1.1 / Fig. 2b: a tree of filter size two whose nodes are fed back into the backbone.
+
+    Node i is computed after layer 2i: AGG(H^{2i-1}, H^{2i}[, Ĥ^{i-1}]); for odd L the last
+    node, after layer L, is AGG(H^L, Ĥ^{(L-1)/2}). The node replaces the layer's output as
+    the next layer's input, so ``states`` holds Ĥ^i at depth 2i and the top node at depth L.
+    """
+
+    def __init__(self, num_layers: int, make_agg):
+        super().__init__()
+        self.num_layers = num_layers
+        aggs = []
+        for i in range(1, num_layers // 2 + 1):
+            names = ["H^{2i-1}", "H^{2i}"] + (["Ĥ^{i-1}"] if i > 1 else [])
+            aggs.append(make_agg(len(names), top=1, input_names=names, name=f"Ĥ^{i}"))
+        if num_layers % 2 == 1:
+            i = num_layers // 2 + 1
+            aggs.append(make_agg(2, top=0, input_names=["H^{2i-1}", "Ĥ^{i-1}"], name=f"Ĥ^{i}"))
+        self.aggs = nn.ModuleList(aggs)
+
+    def combine_layers(self, idx, x, states, _mask_or_ctx):
+        depth = idx + 1  # x = H^depth; states[depth - 1] is the input of this layer
+        if depth % 2 == 0:
+            i = depth // 2
+            inputs = [states[depth - 1], x] + ([states[depth - 2]] if i > 1 else [])
+            return self.aggs[i - 1](inputs)
+        if depth == self.num_layers and depth > 1:
+            return self.aggs[-1]([x, states[depth - 1]])
+        return x
+
+    def stack_output(self, states, _mask_or_ctx):
+        return states[-1]
+
+    def nodes(self):
+        return list(self.aggs)
+
+
+def build_combiner(kind: str, num_layers: int, dim: int, ffn_dim: int, args, num_heads: int):
+    def make_agg(n, **kwargs):
+        return Aggregation(n, dim, ffn_dim, function=args.aggregation_function,
+                           residual=args.aggregation_residual, dropout=args.dropout,
+                           num_heads=num_heads, **kwargs)
+
+    if kind == "dense":
+        return DenseConnection()
+    if kind == "linear":
+        return LinearCombination(num_layers, dim)
+    if kind == "iterative":
+        return IterativeAggregation(num_layers, make_agg)
+    if kind == "hierarchical":
+        return HierarchicalAggregation(num_layers, make_agg)
+    raise ValueError(f"--layer-aggregation: expected one of {KINDS}, got {kind!r}")
+
+
+def sides(choice: str) -> List[str]:
+    return [s for s in ("encoder", "decoder") if choice in ("both", s)]
+
+
+def validate(args):
+    kind = args.layer_aggregation
+    if kind not in KINDS:
+        raise ValueError(f"--layer-aggregation: expected one of {KINDS}, got {kind!r}")
+    if args.layer_aggregation_in not in SIDES:
+        raise ValueError(f"--layer-aggregation-in: expected one of {SIDES}, got {args.layer_aggregation_in!r}")
+    if args.aggregation_function not in FUNCTIONS:
+        raise ValueError(f"--aggregation-function: expected one of {FUNCTIONS}, got {args.aggregation_function!r}")
+    if args.aggregation_residual not in RESIDUALS:
+        raise ValueError(f"--aggregation-residual: expected one of {RESIDUALS}, got {args.aggregation_residual!r}")
+    if kind in ("none", "dense"):
+        return
+    for side in sides(args.layer_aggregation_in):
+        layers = getattr(args, f"{side}_layers")
+        if layers < 2:
+            raise ValueError(
+                f"--layer-aggregation {kind} aggregates at least 2 layers, got --{side}-layers {layers}"
+            )
+
+
+def attach(model, args):
+    kind = args.layer_aggregation
+    if kind == "none":
+        return
+    for side in sides(args.layer_aggregation_in):
+        stack = getattr(model, side)
+        if stack.layer_combiner is not None:
+            raise ValueError(
+                f"--layer-aggregation {kind}: the {side}'s layers are already combined by "
+                f"{type(stack.layer_combiner).__name__} (another option); only one layer combiner per stack"
+            )
+        stack.layer_combiner = build_combiner(
+            kind, len(stack.layers), getattr(args, f"{side}_embed_dim"),
+            getattr(args, f"{side}_ffn_embed_dim"), args, getattr(args, f"{side}_attention_heads"),
+        )
+
+
+fusion_options.register(
+    OptionGroup(
+        title="layer aggregation (Dou et al. 2018)",
+        flags=[
+            Flag("layer_aggregation", "none",
+                 "combine the layers of a stack (Dou et al. 2018, §3.1.1): dense (Eq. 4), linear "
+                 "(Eq. 5), iterative (Eq. 6-7) or hierarchical (Fig. 2)", type=str, choices=list(KINDS)),
+            Flag("layer_aggregation_in", "both",
+                 "which stacks aggregate their layers (Table 3)", type=str, choices=list(SIDES)),
+            Flag("aggregation_function", "sigmoid",
+                 "FF of AGG (Eq. 7, Table 4): sigmoid or relu feed-forward, or multi-head attention "
+                 "over the inputs; also used by --multilayer-attention", type=str, choices=list(FUNCTIONS)),
+            Flag("aggregation_residual", "all",
+                 "residual of AGG (Table 4): all inputs, the top input only, or none", type=str,
+                 choices=list(RESIDUALS)),
+        ],
+        validate=validate,
+        attach=attach,
+    )
+)
