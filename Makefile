@@ -9,29 +9,31 @@ TORCH_VERSION ?= 2.13.0
 DATA ?= ../shared/data
 ARCH ?= fusion_transformer
 STAMP := $(VENV)/.installed
+PIPQ ?= -q --disable-pip-version-check
 
 .PHONY: install test demo bench clean
 
 install: $(STAMP)
 
+# SYSTEM_SITE_PACKAGES=1: the venv sees the system's packages, so your own torch/fairseq are kept
 $(STAMP): setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion/cli/*.py)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q "torch==$(TORCH_VERSION)"
-	PY=$(PY) bash scripts/install_fairseq.sh
-	$(PIP) install -q "torch==$(TORCH_VERSION)" sacrebleu sacremoses subword-nmt cython matplotlib pytest
-	$(PY) -c "import fastBPE" 2>/dev/null || $(PIP) install -q --no-build-isolation fastBPE==0.1.0
-	$(PIP) install -q --no-deps -e .
+	test -x $(PY) || $(PYTHON) -m venv $(if $(SYSTEM_SITE_PACKAGES),--system-site-packages) $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(PIPQ) "torch==$(TORCH_VERSION)"
+	PY=$(PY) PIPQ="$(PIPQ)" bash scripts/install_fairseq.sh
+	$(PIP) install $(PIPQ) sacrebleu sacremoses subword-nmt cython matplotlib pytest
+	$(PY) -c "import fastBPE" 2>/dev/null || $(PIP) install $(PIPQ) --no-build-isolation fastBPE==0.1.0
+	$(PIP) install $(PIPQ) --no-deps -e .
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	touch $(STAMP)
 
 test: install
-	$(VENV)/bin/pytest -q tests
+	FUSION_DATA=$(abspath $(DATA)) $(VENV)/bin/pytest -q tests
 
 demo: install
-	DATA=$(DATA) ARCH=$(ARCH) PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash examples/demo.sh
+	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) ARCH=$(ARCH) PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash examples/demo.sh
 
 bench: install
-	DATA=$(DATA) PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash recipes/benchmark/run.sh
+	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash recipes/benchmark/run.sh
 
 clean:
 	rm -rf $(VENV) demo_work *.egg-info

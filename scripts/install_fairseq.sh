@@ -13,5 +13,5 @@ then
   echo "fairseq already importable: $("$PY" -c 'import fairseq; print(fairseq.__version__, fairseq.__file__)')"
   exit 0
 fi
-"$PY" -m pip install -q --no-deps "ve-fairseq==0.12.3"
-"$PY" -m pip install -q hydra-core omegaconf bitarray sacrebleu regex cython numpy tqdm cffi packaging scikit-learn
+"$PY" -m pip install ${PIPQ:-} --no-deps "ve-fairseq==0.12.3"
+"$PY" -m pip install ${PIPQ:-} hydra-core omegaconf bitarray sacrebleu regex cython numpy tqdm cffi packaging scikit-learn
