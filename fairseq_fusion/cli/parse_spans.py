@@ -35,7 +35,8 @@ def binarized_sizes(data, split, src, tgt):
         return None
     from fairseq.data import data_utils
 
-    return data_utils.load_indexed_dataset(prefix, None).sizes
+    dataset = data_utils.load_indexed_dataset(prefix, None)
+    return [int(n) for n in dataset.sizes]  # copied while the memory map is open
 
 
 def compute_spans(tree_lines, bpe_lines, parse_path, max_errors=10):

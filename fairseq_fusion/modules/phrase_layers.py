@@ -59,7 +59,7 @@ class PhraseRepresentation(nn.Module):
             both = torch.cat([tokens, summary.unsqueeze(2).expand_as(tokens)], dim=-1)
             scores = self.w2(torch.sigmoid(self.w1(both))).squeeze(-1)  # Eq. 3
             scores = scores.masked_fill(~seg.token_mask, torch.finfo(scores.dtype).min)
-            probs = F.softmax(scores.float(), dim=-1).type_as(x)  # Eq. 4
+            probs = F.softmax(scores.float() if scores.element_size() < 4 else scores, dim=-1).type_as(x)  # Eq. 4
             summary = (probs.unsqueeze(-1) * tokens).sum(dim=2)  # Eq. 5
         summary = summary.masked_fill(seg.phrase_padding_mask.unsqueeze(-1), 0.0)
         return summary.transpose(0, 1)
