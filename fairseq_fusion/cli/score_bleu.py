@@ -1,0 +1,63 @@
+"""fusion-score-bleu: detokenized sacreBLEU (with signature) and tokenized BLEU of a translation.
+
+The hypothesis is a ``fairseq-generate`` log (``--hyp-format generate``, BPE removed), Moses-
+tokenized text (``tok``: detokenized here) or plain text (``detok``). The reference is raw text.
+Tokenized BLEU re-tokenizes both sides with the Moses tokenizer and splits compounds (de, fr)
+or Chinese characters (zh), as the papers did (see ``fairseq_fusion.analysis.evaluation``).
+"""
+import argparse
+import json
+import os
+
+from ..analysis import evaluation
+
+
+def get_parser():
+    p = argparse.ArgumentParser(prog="fusion-score-bleu", description=__doc__.split("\n")[0])
+    p.add_argument("--hyp", required=True, help="hypothesis file (.gz ok)")
+    p.add_argument("--hyp-format", choices=["generate", "tok", "detok"], default="generate",
+                   help="fairseq-generate log, Moses-tokenized or detokenized text (default: %(default)s)")
+    p.add_argument("--ref", required=True, help="raw (untokenized) reference, one sentence a line (.gz ok)")
+    p.add_argument("--target-lang", "-t", required=True, help="language of hypothesis and reference (de, en, zh, ...)")
+    p.add_argument("--detruecase", action="store_true", help="the hypothesis is truecased: detruecase before detokenizing")
+    p.add_argument("--split", choices=["auto", "compound", "chars", "none"], default="auto",
+                   help="tokenized BLEU post-processing (auto: compound for de/fr, chars for zh)")
+    p.add_argument("--detok-only", action="store_true", help="report only detokenized sacreBLEU")
+    p.add_argument("--out", default=None, help="output prefix: writes OUT.json and the detokenized hypothesis OUT.detok")
+    return p
+
+
+def main(args):
+    for flag, path in (("--hyp", args.hyp), ("--ref", args.ref)):
+        if not os.path.exists(path):
+            raise SystemExit(f"fusion-score-bleu: {flag} {path}: no such file")
+    if args.hyp_format == "generate":
+        hyps = evaluation.read_generate_output(args.hyp)["H"]
+    else:
+        hyps = evaluation.read_lines(args.hyp)
+    refs = evaluation.read_lines(args.ref)
+    if len(hyps) != len(refs):
+        raise SystemExit(f"fusion-score-bleu: --hyp {args.hyp} has {len(hyps)} sentences but --ref {args.ref} has {len(refs)}")
+    detok = hyps if args.hyp_format == "detok" else evaluation.detokenize(hyps, args.target_lang, args.detruecase)
+    result = evaluation.score(detok, refs, args.target_lang, args.detok_only, args.split)
+    result.update(hyp=args.hyp, ref=args.ref, sentences=len(refs))
+    print(f"sacreBLEU (detokenized): {result['sacrebleu']['text']}")
+    print(f"sacreBLEU signature: {result['sacrebleu']['signature']}")
+    if "tokenized_bleu" in result:
+        print(f"tokenized BLEU ({result['tokenized_bleu']['split']} split): {result['tokenized_bleu']['text']}")
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out + ".detok", "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in detok)
+        with open(args.out + ".json", "w") as f:
+            json.dump(result, f, indent=2)
+        print(f"| wrote {args.out}.json and {args.out}.detok")
+    return result
+
+
+def cli_main():
+    main(get_parser().parse_args())
+
+
+if __name__ == "__main__":
+    cli_main()

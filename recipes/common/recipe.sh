@@ -1,0 +1,290 @@
+# Shared shell functions of the recipes: sourced by recipes/<task>/{prepare,train,evaluate}.sh with TASK set.
+# The papers' numbers live in recipes/common/settings.py; this file only runs the tools.
+set -euo pipefail
+
+RECIPES="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+REPO="$(cd "$RECIPES/.." && pwd)"
+if [[ -z "${PYTHON:-}" ]]; then
+    if [[ -x "$REPO/.venv/bin/python" ]]; then PYTHON="$REPO/.venv/bin/python"; else PYTHON="$(command -v python3)"; fi
+fi
+BIN="$(dirname "$PYTHON")"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+
+tool() {  # a console script beside $PYTHON, else on PATH
+    local name=$1; shift
+    if [[ -x "$BIN/$name" ]]; then "$BIN/$name" "$@"; else "$name" "$@"; fi
+}
+
+die() { echo "error: $*" >&2; exit 2; }
+
+settings() {  # eval the shell variables settings.py prints for a step
+    local out
+    out="$("$PYTHON" "$RECIPES/common/settings.py" "$@" 2>/dev/null)" || die "settings.py $* failed"
+    eval "$out"
+}
+
+work_dir() { echo "${WORK:-$PWD/work/$TASK}"; }
+
+# options common to the three steps; sets PAPER, REVERSE, WORK, REST (the other arguments)
+parse_common() {
+    PAPER_OPT=""; REVERSE=0; REST=()
+    WORK="$(work_dir)"
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --paper) PAPER_OPT="$2"; shift 2 ;;
+            --reverse) REVERSE=1; shift ;;
+            --work) WORK="$2"; shift 2 ;;
+            *) REST+=("$1"); shift ;;
+        esac
+    done
+}
+
+direction() {  # swaps SRC/TGT with --reverse; sets PAIR
+    if [[ "$REVERSE" == 1 ]]; then local t=$SRC; SRC=$TGT; TGT=$t; fi
+    PAIR="$SRC-$TGT"
+}
+
+# ------------------------------------------------------------------------------------------ prepare
+prepare_usage() {
+    cat <<EOF
+usage: recipes/$TASK/prepare.sh [--local DIR] [--paper PAPER] [--reverse] [--bpe-tool subword-nmt|fastbpe]
+                                 [--work DIR] [--max-lines N] [--workers N]
+
+Prepares $TASK for training: gets the official data (downloads it, or reads --local DIR),
+Moses-tokenizes it (sacremoses), cleans the training pairs, learns joint BPE with the merge
+count, vocabulary threshold and truecasing of PAPER's setup, and binarizes it with
+fairseq-preprocess --joined-dictionary (fusion-prepare-text does all of this).
+
+  --local DIR       read plain text (or .gz) from DIR instead of downloading:
+                    DIR/train.L, DIR/$(settings prepare --task "$TASK"; echo "$VALID").L and the test sets DIR/<name>.L
+                    (L = both languages; names: $(settings prepare --task "$TASK"; echo "${TESTS[*]}"))
+  --paper PAPER     whose preprocessing (BPE merges, threshold, truecasing) to use; default: the task's
+                    first paper ($(settings prepare --task "$TASK"; echo "$PAPER")); see recipes/README.md
+  --reverse         the other translation direction
+  --bpe-tool T      the tool that applies BPE: subword-nmt (default) or fastbpe
+  --work DIR        working folder (default: \$WORK or ./work/$TASK); data goes to DIR/data-PAPER.SRC-TGT
+  --max-lines N     use only the first N lines of each file (quick tests)
+Environment: BPE_MERGES overrides the merge count; PYTHON picks the Python environment.
+EOF
+}
+
+recipe_prepare() {
+    parse_common "$@"
+    set -- "${REST[@]+"${REST[@]}"}"
+    local local_dir="" bpe_tool="subword-nmt" max_lines="" workers="${WORKERS:-2}" merges_env="${BPE_MERGES:-}"
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            -h|--help) prepare_usage; exit 0 ;;
+            --local) local_dir="$2"; shift 2 ;;
+            --bpe-tool) bpe_tool="$2"; shift 2 ;;
+            --max-lines) max_lines="$2"; shift 2 ;;
+            --workers) workers="$2"; shift 2 ;;
+            *) die "prepare.sh: unknown option $1 (see --help)" ;;
+        esac
+    done
+    settings prepare --task "$TASK" ${PAPER_OPT:+--paper "$PAPER_OPT"}
+    direction
+    if [[ -z "$local_dir" && -n "$LOCAL_DEFAULT" ]]; then
+        local_dir="${FUSION_DATA:-$REPO/../shared/data}/$LOCAL_DEFAULT"  # as fairseq_fusion/data_paths.py
+    fi
+    local raw="$WORK/raw"
+    if [[ -n "$local_dir" ]]; then
+        [[ -d "$local_dir" ]] || die "--local $local_dir: no such folder"
+        raw="$local_dir"
+        local prefix lang
+        for prefix in train "$VALID" "${TESTS[@]}"; do
+            for lang in "$SRC" "$TGT"; do
+                [[ -e "$raw/$prefix.$lang" || -e "$raw/$prefix.$lang.gz" ]] \
+                    || die "--local $local_dir: missing $prefix.$lang (or .gz); expected train, $VALID and ${TESTS[*]} in both languages"
+            done
+        done
+    else
+        download "$raw"
+    fi
+    local dest="$WORK/data-$PAPER.$PAIR"
+    local tests=() t
+    for t in "${TESTS[@]}"; do tests+=("$raw/$t"); done
+    local extra=()
+    [[ -n "$BPE_THRESHOLD" ]] && extra+=(--bpe-vocab-threshold "$BPE_THRESHOLD")
+    [[ "$TRUECASE" == 1 ]] && extra+=(--truecase)
+    [[ -n "$max_lines" ]] && extra+=(--max-lines "$max_lines")
+    BPE_MERGES="${merges_env:-$BPE_MERGES}"
+    echo "| $TASK ($PAIR), $PAPER's preprocessing: $BPE_MERGES BPE merges -> $dest"
+    tool fusion-prepare-text -s "$SRC" -t "$TGT" --trainpref "$raw/train" --validpref "$raw/$VALID" \
+        --testpref "$(IFS=,; echo "${tests[*]}")" --destdir "$dest" --bpe-merges "$BPE_MERGES" \
+        --bpe-tool "$bpe_tool" --max-len "$MAX_LEN" --workers "$workers" "${extra[@]+"${extra[@]}"}"
+    echo "| prepared $dest (test sets: ${TESTS[*]} -> subsets test, test1, ...)"
+}
+
+download() {  # official training corpora (statmt.org, OPUS) and dev/test sets (through sacreBLEU) into $1
+    local raw=$1 orig="$WORK/orig" i url path file lang
+    mkdir -p "$raw" "$orig"
+    command -v wget >/dev/null || die "wget is needed to download; or pass --local DIR"
+    for lang in "$SRC" "$TGT"; do : > "$raw/train.$lang"; done
+    for i in "${!TRAIN_URLS[@]}"; do
+        url="${TRAIN_URLS[$i]}"; path="${TRAIN_PATHS[$i]}"
+        file="$orig/$(basename "${url%%\?*}")"
+        [[ "$url" == *"f=SETIMES"* ]] && file="$orig/setimes.en-ro.txt.zip"
+        [[ -s "$file" ]] || wget -c -O "$file" "$url" || die "download of $url failed; download it yourself and use --local"
+        case "$file" in
+            *.tgz|*.tar.gz) tar -xzf "$file" -C "$orig" ;;
+            *.tar) tar -xf "$file" -C "$orig"; gunzip -f "$orig/$path".*.gz 2>/dev/null || true ;;
+            *.zip) (cd "$orig" && unzip -o -q "$file") ;;
+            *.tsv.gz) gunzip -c "$file" > "$orig/$path" ;;
+        esac
+        if [[ "$path" == *.tsv ]]; then  # wikititles: "<xx>\t<en>" per line
+            local first="${path#*-v1.}"; first="${first%%-*}"
+            if [[ "$first" == "$SRC" ]]; then
+                cut -f1 "$orig/$path" >> "$raw/train.$SRC"; cut -f2 "$orig/$path" >> "$raw/train.$TGT"
+            else
+                cut -f2 "$orig/$path" >> "$raw/train.$SRC"; cut -f1 "$orig/$path" >> "$raw/train.$TGT"
+            fi
+        else
+            for lang in "$SRC" "$TGT"; do
+                [[ -e "$orig/$path.$lang" ]] || die "expected $orig/$path.$lang after extracting $file"
+                cat "$orig/$path.$lang" >> "$raw/train.$lang"
+            done
+        fi
+    done
+    local sets=("$VALID_SET" "${TEST_SETS[@]}") names=("$VALID" "${TESTS[@]}") j
+    for j in "${!sets[@]}"; do
+        tool sacrebleu -t "${sets[$j]}" -l "$SRC-$TGT" --echo src > "$raw/${names[$j]}.$SRC"
+        tool sacrebleu -t "${sets[$j]}" -l "$SRC-$TGT" --echo ref > "$raw/${names[$j]}.$TGT"
+    done
+}
+
+# -------------------------------------------------------------------------------------------- train
+train_usage() {
+    cat <<EOF
+usage: recipes/$TASK/train.sh ARCH [--paper PAPER] [--reverse] [--work DIR] [-- FAIRSEQ_TRAIN_ARGS...]
+
+Trains ARCH (any fusion_transformer arch, e.g. fusion_transformer, transformer_lexical_shortcuts_ff,
+transformer_hierarchical_aggregation_big) on $TASK with the hyperparameters of the arch's paper
+(PAPER: read from the arch's name; baselines take the task's first paper, or --paper): base/big
+dims from the arch, Adam with the inverse-sqrt warm-up schedule, the paper's warm-up, batch
+(tokens per update reached through --update-freq for the GPUs present), update count, dropout,
+checkpoint interval, FP16 on GPU and distributed training when several GPUs are visible, and the
+arch's default criterion (fusion_options.default_criterion, e.g. the diversity criterion).
+
+Reads WORK/data-PAPER.SRC-TGT (run prepare.sh --paper PAPER first); writes WORK/checkpoints/ARCH.PAPER.SRC-TGT.
+Environment overrides: MAX_UPDATE, MAX_TOKENS (per GPU), N_GPUS, EXTRA_ARGS (appended to fairseq-train).
+EOF
+}
+
+checkpoint_dir() { echo "$WORK/checkpoints/$ARCH.$PAPER.$PAIR"; }
+
+train_setup() {  # ARCH + options -> settings, DATA, SAVE
+    [[ $# -ge 1 && "$1" != -* ]] || die "the first argument must be ARCH (see --help)"
+    ARCH=$1; shift
+    parse_common "$@"
+    N_GPUS="${N_GPUS:-$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}"
+    settings train --task "$TASK" --arch "$ARCH" --n-gpus "$N_GPUS" ${PAPER_OPT:+--paper "$PAPER_OPT"} ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"}
+    direction
+    DATA="$WORK/data-$PAPER.$PAIR"
+    SAVE="$(checkpoint_dir)"
+}
+
+recipe_train() {
+    case "${1:-}" in -h|--help|"") train_usage; [[ -n "${1:-}" ]] && exit 0 || exit 2 ;; esac
+    train_setup "$@"
+    local passthrough=() seen=0 a
+    for a in "${REST[@]+"${REST[@]}"}"; do
+        if [[ $seen == 1 ]]; then passthrough+=("$a"); elif [[ "$a" == "--" ]]; then seen=1; else die "train.sh: unknown option $a"; fi
+    done
+    [[ -f "$DATA/dict.$SRC.txt" ]] || die "$DATA not prepared: run recipes/$TASK/prepare.sh --paper $PAPER$([[ $REVERSE == 1 ]] && echo " --reverse")"
+    mkdir -p "$SAVE"
+    local extra=()
+    [[ -n "${MAX_UPDATE:-}" ]] && extra+=(--max-update "$MAX_UPDATE")
+    # shellcheck disable=SC2206
+    [[ -n "${EXTRA_ARGS:-}" ]] && extra+=($EXTRA_ARGS)
+    echo "| $TASK ($PAIR): $ARCH with $PAPER's settings ($SIZE, $N_GPUS GPU(s), criterion $CRITERION) -> $SAVE"
+    local cmd=(fairseq-train "$DATA" --user-dir "$REPO/fairseq_fusion" --source-lang "$SRC" --target-lang "$TGT"
+               "${TRAIN_ARGS[@]}" --save-dir "$SAVE" --log-format simple --log-interval 100 --seed "${SEED:-1}"
+               "${extra[@]+"${extra[@]}"}" "${passthrough[@]+"${passthrough[@]}"}")
+    echo "| ${cmd[*]}" | tee "$SAVE/command.txt"
+    tool "${cmd[@]}" 2>&1 | tee -a "$SAVE/train.log"
+    return "${PIPESTATUS[0]}"
+}
+
+# ----------------------------------------------------------------------------------------- evaluate
+evaluate_usage() {
+    cat <<EOF
+usage: recipes/$TASK/evaluate.sh ARCH [--paper PAPER] [--reverse] [--work DIR] [--checkpoint FILE]
+                                  [--subset test|test1|...] [--beam N] [--lenpen X]
+       recipes/$TASK/evaluate.sh --hyp FILE --ref FILE [--hyp-format tok|detok|generate] [-t LANG]
+
+Evaluates ARCH trained by train.sh as its paper did: averages the last N checkpoints (N from the
+paper; papers that selected on validation use checkpoint_best.pt), translates the test set with
+the paper's beam and length penalty (fairseq-generate), and reports detokenized sacreBLEU with its
+signature and tokenized BLEU (Moses tokens; compound splitting for German and French, characters
+for Chinese), through fusion-score-bleu. Results: WORK/checkpoints/ARCH.PAPER.SRC-TGT/eval/SUBSET.json.
+
+With --hyp it only scores an existing system output (tokenized by default) against --ref.
+Environment: AVERAGE overrides the number of checkpoints averaged (0: checkpoint_best.pt);
+GEN_ARGS is appended to fairseq-generate; N_GPUS, PYTHON as for train.sh.
+EOF
+}
+
+recipe_evaluate() {
+    local a
+    for a in "$@"; do [[ "$a" == -h || "$a" == --help ]] && { evaluate_usage; exit 0; }; done
+    if [[ "${1:-}" == --hyp ]]; then score_only "$@"; return; fi
+    local average_env="${AVERAGE:-}"
+    train_setup "$@"
+    set -- "${REST[@]+"${REST[@]}"}"
+    local ckpt="" subset="test" beam="$BEAM" lenpen="$LENPEN"
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --checkpoint) ckpt="$2"; shift 2 ;;
+            --subset) subset="$2"; shift 2 ;;
+            --beam) beam="$2"; shift 2 ;;
+            --lenpen) lenpen="$2"; shift 2 ;;
+            *) die "evaluate.sh: unknown option $1 (see --help)" ;;
+        esac
+    done
+    local n="${average_env:-$AVERAGE}" out="$SAVE/eval"
+    mkdir -p "$out"
+    if [[ -z "$ckpt" ]]; then
+        if [[ "$n" -gt 0 ]]; then
+            local found
+            found=$(find "$SAVE" -maxdepth 1 -name 'checkpoint_*_*.pt' | wc -l)
+            [[ "$found" -gt 0 ]] || die "no checkpoint_E_U.pt in $SAVE: train first (train.sh $ARCH)"
+            if [[ "$found" -lt "$n" ]]; then
+                echo "| warning: $PAPER averages the last $n checkpoints, $SAVE has $found: averaging those" >&2
+                n=$found
+            fi
+            ckpt="$out/average.last$n.pt"
+            tool fusion-average-checkpoints --inputs "$SAVE" --num-update-checkpoints "$n" --output "$ckpt"
+        else
+            ckpt="$SAVE/checkpoint_best.pt"
+        fi
+    fi
+    [[ -f "$ckpt" ]] || die "checkpoint $ckpt not found"
+    # --required-batch-size-multiple 1: this fairseq build drops a last batch that is not a multiple of it
+    local gen="$out/generate.$subset.txt"
+    echo "| translating $subset with beam $beam, length penalty $lenpen: $ckpt"
+    tool fairseq-generate "$DATA" --user-dir "$REPO/fairseq_fusion" --source-lang "$SRC" --target-lang "$TGT" \
+        --path "$ckpt" --gen-subset "$subset" --beam "$beam" --lenpen "$lenpen" --remove-bpe \
+        --max-tokens "${GEN_MAX_TOKENS:-8000}" --required-batch-size-multiple 1 --num-workers 0 $([[ "$N_GPUS" == 0 ]] && echo --cpu) ${GEN_ARGS:-} > "$gen"
+    local truecase=()
+    [[ "$TRUECASE" == 1 ]] && truecase=(--detruecase)
+    tool fusion-score-bleu --hyp "$gen" --hyp-format generate --ref "$DATA/tok/$subset.raw.$TGT" -t "$TGT" \
+        "${truecase[@]+"${truecase[@]}"}" --out "$out/$subset"
+}
+
+score_only() {  # --hyp FILE --ref FILE [--hyp-format F] [-t LANG]
+    local hyp="" ref="" fmt="tok" lang=""
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --hyp) hyp="$2"; shift 2 ;;
+            --ref) ref="$2"; shift 2 ;;
+            --hyp-format) fmt="$2"; shift 2 ;;
+            -t|--target-lang) lang="$2"; shift 2 ;;
+            --out) OUT="$2"; shift 2 ;;
+            *) die "evaluate.sh --hyp: unknown option $1" ;;
+        esac
+    done
+    [[ -n "$ref" ]] || die "--hyp needs --ref FILE (the raw reference)"
+    if [[ -z "$lang" ]]; then settings prepare --task "$TASK"; lang="$TGT"; fi
+    tool fusion-score-bleu --hyp "$hyp" --hyp-format "$fmt" --ref "$ref" -t "$lang" --out "${OUT:-$hyp.score}"
+}

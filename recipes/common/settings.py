@@ -1,0 +1,381 @@
+"""The papers' settings per WMT task: data, BPE, training and decoding.
+
+Used by every ``recipes/<task>/{prepare,train,evaluate}.sh`` (``python settings.py prepare|train|evaluate ...``
+prints shell variable assignments) and by ``tests/test_recipes.py``. Sources, by paper:
+
+- emelin: Emelin, Titov, Sennrich 2019, App. A.1-A.2 and Tables 1-3, 5.
+- dou: Dou et al. 2018, Sec. 4.1 and Tables 1-2 (other settings: Vaswani et al. 2017).
+- xu: Xu et al. 2020, Sec. "Settings" (other settings: Vaswani et al. 2017).
+- yang: Yang et al. 2020, Sec. 3 "Models" and App. A.1-A.2.
+- liu: Liu et al. 2021, App. A.1 Table 4 and Sec. 4.1 (En-De/En-Fr follow Ott et al. 2018).
+- vaswani: Vaswani et al. 2017 (the baseline every paper starts from); multi30k: this project's small setting.
+"""
+import argparse
+import math
+import shlex
+import sys
+
+# ---------------------------------------------------------------------------------------------
+# tasks: official data (URLs; sacreBLEU test-set names for dev/test) and the papers that use them
+# ---------------------------------------------------------------------------------------------
+STATMT = "http://statmt.org"
+TASKS = {
+    "wmt14_en_de": dict(
+        src="en", tgt="de", papers=["emelin", "dou", "xu", "yang", "liu"],
+        train=[  # fairseq examples/translation/prepare-wmt14en2de.sh --icml17 (the WMT14 data)
+            (f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.de-en"),
+            (f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.de-en"),
+            (f"{STATMT}/wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.de-en"),
+        ],
+        valid=("wmt13", "newstest2013"), test=[("wmt14/full", "newstest2014")],
+    ),
+    "wmt14_en_fr": dict(
+        src="en", tgt="fr", papers=["xu", "yang", "liu"],
+        train=[  # fairseq examples/translation/prepare-wmt14en2fr.sh
+            (f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.fr-en"),
+            (f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.fr-en"),
+            (f"{STATMT}/wmt13/training-parallel-un.tgz", "un/undoc.2000.fr-en"),
+            (f"{STATMT}/wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.fr-en"),
+            (f"{STATMT}/wmt10/training-giga-fren.tar", "giga-fren.release2.fixed"),
+        ],
+        valid=("wmt13", "newstest2013"), test=[("wmt14/full", "newstest2014")],
+    ),
+    "wmt16_ro_en": dict(
+        src="ro", tgt="en", papers=["liu"],
+        train=[
+            ("http://data.statmt.org/wmt16/translation-task/training-parallel-ep-v8.tgz", "training-parallel-ep-v8/europarl-v8.ro-en"),
+            ("http://opus.nlpl.eu/download.php?f=SETIMES/v2/moses/en-ro.txt.zip", "SETIMES.en-ro"),
+        ],
+        valid=("wmt16/dev", "newsdev2016"), test=[("wmt16", "newstest2016")],
+    ),
+    "wmt17_zh_en": dict(
+        src="zh", tgt="en", papers=["dou", "yang"],
+        # CWMT and the UN corpus need registration: pass them with --local (see README)
+        train=[("http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz", "training/news-commentary-v12.zh-en")],
+        valid=("wmt17/dev", "newsdev2017"), test=[("wmt17", "newstest2017")],
+    ),
+    "wmt17_en_ru": dict(
+        src="en", tgt="ru", papers=["emelin"],
+        # the Yandex corpus needs registration: pass it with --local
+        train=[
+            (f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.ru-en"),
+            ("http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz", "training/news-commentary-v12.ru-en"),
+            ("http://data.statmt.org/wikititles/v1/wikititles-v1.ru-en.tsv.gz", "wikititles-v1.ru-en.tsv"),
+        ],
+        valid=("wmt16", "newstest2016"), test=[("wmt17", "newstest2017"), ("wmt18", "newstest2018")],
+    ),
+    "wmt18_en_cs": dict(
+        src="en", tgt="cs", papers=["emelin"],
+        # CzEng 1.7 needs registration: pass it with --local
+        train=[
+            (f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.cs-en"),
+            (f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.cs-en"),
+            ("http://data.statmt.org/wmt18/translation-task/training-parallel-nc-v13.tgz", "training-parallel-nc-v13/news-commentary-v13.cs-en"),
+        ],
+        valid=("wmt17", "newstest2017"), test=[("wmt15", "newstest2015"), ("wmt18", "newstest2018")],
+    ),
+    "wmt18_en_fi": dict(
+        src="en", tgt="fi", papers=["emelin"],
+        train=[
+            ("http://data.statmt.org/wmt18/translation-task/training-parallel-ep-v8.tgz", "training/europarl-v8.fi-en"),
+            ("http://data.statmt.org/wmt18/translation-task/rapid2016.tgz", "rapid2016.en-fi"),
+            ("http://data.statmt.org/wikititles/v1/wikititles-v1.fi-en.tsv.gz", "wikititles-v1.fi-en.tsv"),
+        ],
+        valid=("wmt17", "newstest2017"), test=[("wmt15", "newstest2015"), ("wmt18", "newstest2018")],
+    ),
+    "multi30k_en_de": dict(
+        src="en", tgt="de", papers=["multi30k"], local_default="multi30k",
+        train=[], valid=(None, "val"), test=[(None, "test_2016_flickr"), (None, "test_2017_flickr"), (None, "test_2017_mscoco")],
+    ),
+}
+
+# ---------------------------------------------------------------------------------------------
+# papers: preprocessing and training/decoding settings (None: the paper does not say)
+# ---------------------------------------------------------------------------------------------
+VASWANI = dict(
+    batch_tokens=25000, updates={"base": 100000, "big": 300000}, warmup=4000, lr=None,  # lr None: d^-0.5 * warmup^-0.5
+    dropout=None,  # None: the arch's preset (base 0.1, big 0.3)
+    beam=4, lenpen=0.6, average={"base": 5, "big": 20}, save_interval_updates=1500,
+    share="all", fp16={"base": True, "big": True}, max_len=250,
+)
+PAPERS = {
+    "vaswani": dict(title="Vaswani et al. 2017", bpe={}, train=VASWANI),
+    "emelin": dict(
+        title="Emelin, Titov, Sennrich 2019 (lexical shortcuts)",
+        # A.2: Moses tokenization, cleaning, truecasing; joint BPE 32k (de, ru) / 89.5k (cs, fi), vocabulary threshold 50
+        bpe={"default": dict(merges=32000, threshold=50, truecase=True),
+             "wmt18_en_cs": dict(merges=89500, threshold=50, truecase=True),
+             "wmt18_en_fi": dict(merges=89500, threshold=50, truecase=True)},
+        # A.1: 25k-token batches, 150k (base) / 300k (big) updates, warm-up 4k base, 6k with shortcuts, 8k with
+        # feature-fusion, 16k big; checkpoints every 4000 steps, average of the last 5 (base) / 16 (big); tied embeddings
+        train=dict(VASWANI, updates={"base": 150000, "big": 300000}, warmup=4000, average={"base": 5, "big": 16},
+                   save_interval_updates=4000),
+    ),
+    "dou": dict(
+        title="Dou et al. 2018 (deep representations)",
+        # 4.1: joint BPE 32k; Zh-En training sentences up to 50 words
+        bpe={"default": dict(merges=32000), "wmt17_zh_en": dict(merges=32000, max_len=50)},
+        # 4.1: 8 GPUs x 4096 tokens; otherwise Vaswani et al.
+        train=dict(VASWANI, batch_tokens=8 * 4096),
+    ),
+    "xu": dict(
+        title="Xu et al. 2020 (source phrase representations)",
+        bpe={"default": dict(merges=32000)},
+        # Settings: >= 25k target tokens, warm-up 8k, 100k/300k steps, dropout 0.1 (0.3 for big En-De), beam 4,
+        # last 5 (base) / 20 (big) checkpoints saved every 1500 steps, untied encoder/decoder embeddings,
+        # training sentences of at most 256 subwords
+        train=dict(VASWANI, warmup=8000, dropout={"base": 0.1, "big": 0.1, ("big", "wmt14_en_de"): 0.3},
+                   share="decoder", max_positions=256),
+    ),
+    "yang": dict(
+        title="Yang et al. 2020 (sub-layer functionalities)",
+        # A.1: fairseq's prepare-wmt14en2de.sh: Moses tokens, joint BPE 40k, no lower-/true-casing
+        bpe={"default": dict(merges=40000)},
+        # 3 Models / A.1 / A.2: base 8 GPUs x 4096 tokens FP32, big 4 x 8192 FP16, warm-up 4k, beam 10,
+        # model selected on validation loss
+        train=dict(VASWANI, batch_tokens=32768, beam=10, lenpen=1.0, average=None, fp16={"base": False, "big": True}),
+    ),
+    "liu": dict(
+        title="Liu et al. 2021 (encoder layer fusion)",
+        # A.1 Table 4 vocabularies: Ro-En 34,976 (Lee et al. 2018 data), En-De 32,768 (Ott et al. 2018: 32k BPE),
+        # En-Fr 36,736 (Ott et al. 2018: 40k BPE)
+        bpe={"default": dict(merges=32000), "wmt16_ro_en": dict(merges=40000), "wmt14_en_fr": dict(merges=40000)},
+        # Table 4: Ro-En base 16K tokens 60K steps dropout 0.3 beam 4 LP 1.0; En-De big 460K 30K 0.3 beam 5 LP 0.6;
+        # En-Fr big 460K 80K 0.1 beam 5 LP 0.9; best validation perplexity checkpoint; lr 5e-4 (Ott et al. 2018)
+        train=dict(VASWANI, lr=5e-4, average=None, by_task={
+            "wmt16_ro_en": dict(batch_tokens=16000, updates={"base": 60000, "big": 60000}, dropout={"base": 0.3, "big": 0.3}, beam=4, lenpen=1.0),
+            "wmt14_en_de": dict(batch_tokens=460000, updates={"base": 30000, "big": 30000}, dropout={"base": 0.3, "big": 0.3}, beam=5, lenpen=0.6),
+            "wmt14_en_fr": dict(batch_tokens=460000, updates={"base": 80000, "big": 80000}, dropout={"base": 0.1, "big": 0.1}, beam=5, lenpen=0.9),
+        }),
+    ),
+    "multi30k": dict(
+        title="Multi30k (this project's small setting, no paper)",
+        bpe={"default": dict(merges=4000)},
+        train=dict(VASWANI, batch_tokens=4096, updates={"base": 6000, "big": 6000}, warmup=1000, lr=1e-3, dropout={"base": 0.3, "big": 0.3},
+                   beam=5, lenpen=1.0, average={"base": 5, "big": 5}, save_interval_updates=500, fp16={"base": False, "big": False},
+                   model_args=["--encoder-layers", "3", "--decoder-layers", "3", "--encoder-embed-dim", "128",
+                               "--decoder-embed-dim", "128", "--encoder-ffn-embed-dim", "512", "--decoder-ffn-embed-dim", "512",
+                               "--encoder-attention-heads", "4", "--decoder-attention-heads", "4"]),
+    ),
+}
+
+# which paper an arch comes from (prefixes of the names registered by archs_<paper>.py)
+ARCH_PAPER = [
+    ("transformer_lexical_shortcuts", "emelin"),
+    ("transformer_dense", "dou"), ("transformer_linear_combination", "dou"), ("transformer_iterative_aggregation", "dou"),
+    ("transformer_hierarchical_aggregation", "dou"), ("transformer_multilayer_attention", "dou"),
+    ("transformer_phrase", "xu"),
+    ("transformer_simplified_decoder", "yang"), ("transformer_sem_", "yang"),
+    ("transformer_fine_grained_layer_attention", "liu"), ("transformer_coarse_layer_attention", "liu"),
+    ("transformer_surface_fusion", "liu"),
+]
+
+# the papers' reported BLEU, for recipes/README.md: (paper, task, system, test set, BLEU, what)
+REPORTED = [
+    ("emelin", "wmt14_en_de", "transformer-BASE / + lexical shortcuts / + feature-fusion", "newstest2014", "25.8 / 26.1 / 26.8", "sacreBLEU (Table 1)"),
+    ("emelin", "wmt14_en_de", "transformer-BASE / + lexical shortcuts / + feature-fusion", "newstest2014", "27.3 / 27.6 / 28.3", "tokenized (t2t, Table 1)"),
+    ("emelin", "wmt14_en_de", "transformer-BIG / + shortcuts + feature-fusion", "newstest2014", "27.2 / 27.8", "sacreBLEU (Table 1)"),
+    ("emelin", "wmt14_en_de", "de->en BASE / + shortcuts / + feature-fusion", "newstest2014", "31.1 / 31.3 / 31.7", "sacreBLEU (Table 2)"),
+    ("emelin", "wmt17_en_ru", "BASE / + shortcuts / + feature-fusion", "newstest2017", "27.9 / 28.4 / 28.9", "sacreBLEU (Table 2)"),
+    ("emelin", "wmt18_en_cs", "BASE / + shortcuts / + feature-fusion", "newstest2018", "21.1 / 21.4 / 21.6", "sacreBLEU (Table 2)"),
+    ("emelin", "wmt18_en_fi", "BASE / + shortcuts / + feature-fusion", "newstest2018", "14.0 / 14.5 / 14.8", "sacreBLEU (Table 2)"),
+    ("dou", "wmt14_en_de", "BASE / + hier. aggregation + Ldiversity", "newstest2014", "27.64 / 28.78", "4-gram BLEU (Table 2)"),
+    ("dou", "wmt14_en_de", "BIG / + hier. aggregation + Ldiversity", "newstest2014", "28.58 / 29.21", "4-gram BLEU (Table 2)"),
+    ("dou", "wmt17_zh_en", "BIG / + hier. aggregation + Ldiversity", "newstest2017", "24.56 / 25.10", "4-gram BLEU (Table 2)"),
+    ("xu", "wmt14_en_de", "Base + phrase representations", "newstest2014", "+1.29 over Base", "tokenized (table not in the extracted text)"),
+    ("xu", "wmt14_en_fr", "Base + phrase representations", "newstest2014", "+1.37 over Base", "tokenized (table not in the extracted text)"),
+    ("yang", "wmt14_en_de", "standard / simplified decoder (base)", "newstest2014", "27.45 / 27.29", "tokenized, compound split (Table 4)"),
+    ("yang", "wmt14_en_fr", "standard / simplified decoder (base)", "newstest2014", "40.39 / 40.07", "tokenized, compound split (Table 4)"),
+    ("yang", "wmt17_zh_en", "en->zh standard / simplified decoder (base)", "newstest2017", "32.24 / 33.15", "tokenized, characters (Table 4)"),
+    ("yang", "wmt14_en_de", "standard / simplified decoder (big)", "newstest2014", "28.66 / 28.20", "tokenized (Table 6)"),
+    ("liu", "wmt16_ro_en", "vanilla / FGLA / hard / soft SurfaceFusion (base)", "newstest2016", "33.8 / 34.5 / 35.1 / 34.0", "tokenized (Table 2)"),
+    ("liu", "wmt14_en_de", "vanilla / FGLA / hard / soft SurfaceFusion (big)", "newstest2014", "28.9 / 29.1 / 29.5 / 29.0", "tokenized (Table 2)"),
+    ("liu", "wmt14_en_fr", "vanilla / FGLA / hard / soft SurfaceFusion (big)", "newstest2014", "43.4 / 43.5 / 43.9 / 43.6", "tokenized (Table 2)"),
+]
+
+
+def paper_of(arch, task=None):
+    """The paper whose settings an arch trains with; baselines (fusion_transformer*) take the task's first paper."""
+    for prefix, paper in ARCH_PAPER:
+        if arch.startswith(prefix):
+            return paper
+    if task is not None:
+        return TASKS[task]["papers"][0]
+    raise ValueError(f"arch {arch!r} belongs to no paper; pass --paper")
+
+
+def check_task(task):
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; tasks: {', '.join(TASKS)}")
+    return TASKS[task]
+
+
+def check_paper(paper, task):
+    if paper not in PAPERS:
+        raise ValueError(f"unknown paper {paper!r}; papers: {', '.join(PAPERS)}")
+    if paper not in TASKS[task]["papers"] and paper != "vaswani":
+        raise ValueError(f"paper {paper!r} does not train on {task} (its papers: {', '.join(TASKS[task]['papers'])}); "
+                         f"pass --paper with one of them or vaswani")
+    return PAPERS[paper]
+
+
+def bpe_settings(task, paper):
+    check_task(task)
+    spec = check_paper(paper, task)["bpe"]
+    out = dict(merges=32000, threshold=None, truecase=False, max_len=250)
+    out.update(spec.get("default", {}))
+    out.update(spec.get(task, {}))
+    return out
+
+
+def _pick(value, size, task):
+    if isinstance(value, dict):
+        return value.get((size, task), value.get(size))
+    return value
+
+
+def model_size(arch):
+    """('big' when the arch's preset has 1024-dim embeddings, else 'base'; that dim), from fairseq's registry."""
+    import fairseq_fusion  # noqa: F401  (registers the archs)
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+    if arch not in ARCH_CONFIG_REGISTRY:
+        fusion = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m.__name__ == "FusionTransformerModel")
+        raise ValueError(f"unknown arch {arch!r}; fusion_transformer archs: {', '.join(fusion)}")
+    args = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY[arch](args)
+    dim = getattr(args, "encoder_embed_dim", 512)
+    return ("big" if dim >= 1024 else "base"), dim
+
+
+def warmup_of(paper, arch, size, default):
+    if paper == "emelin":  # A.1: 4k base, 6k with lexical shortcuts, 8k with feature-fusion, 16k for every big model
+        if size == "big":
+            return 16000
+        if "feature_fusion" in arch or "_ff" in arch:
+            return 8000
+        if arch.startswith("transformer_lexical_shortcuts"):
+            return 6000
+    return default
+
+
+def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None):
+    """fairseq-train settings of ``arch`` on ``task`` as the paper trained it, for ``n_gpus`` GPUs (0: CPU)."""
+    check_task(task)
+    paper = paper or paper_of(arch, task)
+    spec = dict(check_paper(paper, task)["train"])
+    spec.update(spec.pop("by_task", {}).get(task, {}))
+    size, dim = (size, 1024 if size == "big" else 512) if size else model_size(arch)
+    max_tokens = max_tokens or (spec["batch_tokens"] if task == "multi30k_en_de" else 4096)
+    devices = max(1, n_gpus)
+    warmup = warmup_of(paper, arch, size, spec["warmup"])
+    import fairseq_fusion.models.fusion_options as fusion_options
+
+    s = dict(
+        paper=paper, size=size, arch=arch, criterion=fusion_options.default_criterion(arch),
+        batch_tokens=spec["batch_tokens"], max_tokens=max_tokens,
+        update_freq=max(1, math.ceil(spec["batch_tokens"] / (devices * max_tokens))),
+        max_update=_pick(spec["updates"], size, task), warmup=warmup,
+        # Vaswani et al. Eq. 3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), peak at step = warmup;
+        # fairseq's inverse_sqrt with --lr = that peak is the same schedule
+        lr=spec["lr"] or dim ** -0.5 * warmup ** -0.5,
+        dropout=_pick(spec["dropout"], size, task), fp16=bool(n_gpus) and _pick(spec["fp16"], size, task),
+        share=spec["share"], save_interval_updates=spec["save_interval_updates"],
+        average=_pick(spec["average"], size, task), beam=spec["beam"], lenpen=spec["lenpen"],
+        max_positions=spec.get("max_positions"), model_args=spec.get("model_args", []),
+    )
+    return s
+
+
+def train_command_args(s, n_gpus=0):
+    """The fairseq-train options (after DATA) for settings ``s``."""
+    args = ["--arch", s["arch"], "--criterion", s["criterion"]]
+    if s["criterion"] == "label_smoothed_cross_entropy" or "label_smoothed" in s["criterion"]:
+        args += ["--label-smoothing", "0.1"]
+    args += ["--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
+             "--lr", f"{s['lr']:.8g}", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(s["warmup"]),
+             "--warmup-init-lr", "1e-07", "--max-tokens", str(s["max_tokens"]), "--update-freq", str(s["update_freq"]),
+             "--max-update", str(s["max_update"]), "--save-interval-updates", str(s["save_interval_updates"]),
+             "--keep-interval-updates", str(max(s["average"] or 1, 5)), "--no-epoch-checkpoints"]
+    args += ["--share-all-embeddings"] if s["share"] == "all" else ["--share-decoder-input-output-embed"]
+    if s["dropout"] is not None:
+        args += ["--dropout", str(s["dropout"])]
+    if s["max_positions"]:
+        args += ["--max-source-positions", str(s["max_positions"]), "--max-target-positions", str(s["max_positions"])]
+    if s["fp16"]:
+        args += ["--fp16"]
+    if n_gpus > 1:
+        args += ["--ddp-backend", "legacy_ddp"]
+    if n_gpus == 0:
+        args += ["--cpu"]
+    return args + list(s["model_args"])
+
+
+def _emit(**values):
+    for k, v in values.items():
+        if isinstance(v, (list, tuple)):
+            print(f"{k}=({' '.join(shlex.quote(str(x)) for x in v)})")
+        else:
+            print(f"{k}={shlex.quote('' if v is None else str(v))}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="print the shell settings of a recipe step")
+    p.add_argument("step", choices=["prepare", "train", "evaluate", "readme-table"])
+    p.add_argument("--task", default=None)
+    p.add_argument("--paper", default=None)
+    p.add_argument("--arch", default=None)
+    p.add_argument("--n-gpus", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=None)
+    a = p.parse_args(argv)
+    try:
+        if a.step == "readme-table":
+            print(readme_table())
+            return
+        task = check_task(a.task)
+        if a.step == "prepare":
+            paper = a.paper or task["papers"][0]
+            b = bpe_settings(a.task, paper)
+            _emit(PAPER=paper, SRC=task["src"], TGT=task["tgt"], BPE_MERGES=b["merges"], BPE_THRESHOLD=b["threshold"],
+                  TRUECASE=int(b["truecase"]), MAX_LEN=b["max_len"], VALID_SET=task["valid"][0], VALID=task["valid"][1],
+                  TEST_SETS=[t or "" for t, _ in task["test"]], TESTS=[name for _, name in task["test"]],
+                  LOCAL_DEFAULT=task.get("local_default", ""),
+                  TRAIN_URLS=[u for u, _ in task["train"]], TRAIN_PATHS=[q for _, q in task["train"]])
+        else:
+            s = train_settings(a.task, a.arch, a.paper, a.n_gpus, a.max_tokens)
+            _emit(PAPER=s["paper"], SIZE=s["size"], CRITERION=s["criterion"], BEAM=s["beam"], LENPEN=s["lenpen"],
+                  AVERAGE=s["average"] or 0, SRC=task["src"], TGT=task["tgt"], TRUECASE=int(bpe_settings(a.task, s["paper"])["truecase"]),
+                  TRAIN_ARGS=train_command_args(s, a.n_gpus))
+    except ValueError as e:
+        print(f"echo {shlex.quote('error: ' + str(e))} >&2; exit 2")
+        sys.exit(0)
+
+
+def readme_table():
+    rows = ["| paper | task | BPE (merges / vocab. threshold / truecase) | model | batch (tokens) | updates | warm-up | beam / LP | checkpoint | reported BLEU (test) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for paper, spec in PAPERS.items():
+        if paper == "vaswani":
+            continue
+        for task, t in TASKS.items():
+            if paper not in t["papers"]:
+                continue
+            b = bpe_settings(task, paper)
+            tr = dict(spec["train"])
+            tr.update(tr.pop("by_task", {}).get(task, {}))
+            sizes = ["big"] if paper == "liu" and task != "wmt16_ro_en" else (["base"] if paper == "multi30k" else ["base", "big"])
+            reported = "; ".join(f"{sys_}: {bleu} ({what}, {test})" for p_, t_, sys_, test, bleu, what in REPORTED if p_ == paper and t_ == task)
+            for size in sizes:
+                avg = _pick(tr["average"], size, task)
+                rows.append(
+                    f"| {paper} | {task} | {b['merges']} / {b['threshold'] or '-'} / {'yes' if b['truecase'] else 'no'} | {size} | "
+                    f"{tr['batch_tokens']} | {_pick(tr['updates'], size, task)} | {warmup_of(paper, 'x', size, tr['warmup'])}"
+                    f"{' (6k shortcuts, 8k feature-fusion)' if paper == 'emelin' and size == 'base' else ''} | "
+                    f"{tr['beam']} / {tr['lenpen']} | {'average of last ' + str(avg) if avg else 'best valid. loss'} | "
+                    f"{reported if size == sizes[0] else ''} |"
+                )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    main()
