@@ -1,5 +1,6 @@
 """Lexical shortcuts (Emelin et al. 2019): Eq. 5-14 against computations written here, the
 variants of §4.2, Table 5's parameter counts, composition with other options, analyses."""
+import json
 import math
 import os
 
@@ -222,6 +223,8 @@ COMBOS = {
     "ff+fine_layer_attention": ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion", "--layer-attention", "fine"],
     "ff+surface_fusion": ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion", "--surface-fusion", "hard"],
     "ff+sem_tem_ifm": ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion", "--decoder-sublayer-order", "sem-tem-ifm"],
+    "ff+hierarchical_aggregation": ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion", "--layer-aggregation", "hierarchical"],
+    "enc_dec+multilayer_attention": ["--lexical-shortcuts-enc-dec", "--multilayer-attention", "2"],
 }
 
 
@@ -275,6 +278,7 @@ def test_variant_sites(tiny_dicts):
     (["--lexical-shortcuts-feature-fusion"], "--lexical-shortcuts-feature-fusion needs --lexical-shortcuts"),
     (["--lexical-shortcuts-enc-dec", "--lexical-shortcuts-nonlexical"], "--lexical-shortcuts-nonlexical applies"),
     (["--lexical-shortcuts", "--decoder-sublayer-order", "sem-ifm"], "--decoder-sublayer-order sem-ifm"),
+    (["--lexical-shortcuts", "--multilayer-attention", "2"], "--multilayer-attention and --lexical-shortcuts"),
 ])
 def test_bad_combinations_are_refused(tiny_dicts, flags, message):
     with pytest.raises(ValueError, match=message):
@@ -284,3 +288,74 @@ def test_bad_combinations_are_refused(tiny_dicts, flags, message):
 def test_flags_off_leave_fairseq_attention(tiny_dicts):
     model, _, _ = build(tiny_dicts, "fusion_transformer", SMALL)
     assert not any(isinstance(m, ShortcutMultiheadAttention) for m in model.modules())
+
+
+# --- analyses: train a tiny transformer_lexical_shortcuts_ff on real Multi30k, run the commands --
+
+
+@pytest.fixture(scope="module")
+def ff_checkpoint(multi30k_slice, tmp_path_factory):
+    from conftest import run_cli, train_args
+
+    save = str(tmp_path_factory.mktemp("ls_ckpt"))
+    run_cli(train_args(multi30k_slice, save, arch="transformer_lexical_shortcuts_ff", max_update=4))
+    return os.path.join(save, "checkpoint_last.pt")
+
+
+def run_main(cli, argv):
+    """A console script's main in this process (the entry point is cli_main = main(parse_args))."""
+    return cli.main(cli.get_parser().parse_args(argv))
+
+
+def test_lexical_probe_command(multi30k_slice, ff_checkpoint, tmp_path):
+    from fairseq_fusion.cli import lexical_probe
+
+    out = str(tmp_path / "probe")
+    run_main(lexical_probe, ["--path", ff_checkpoint, "--data", multi30k_slice, "--train-split", "valid",
+             "--split", "test", "--max-sentences", "200", "--max-train-sentences", "300", "--epochs", "2",
+             "--out", out, "--cpu"])
+    data = json.load(open(out + ".json"))
+    assert os.path.getsize(out + ".png") > 0
+    for side in ("encoder", "decoder"):
+        acc = data[side]["accuracy"]
+        assert len(acc) == 3 and all(0.0 <= a <= 1.0 for a in acc)  # embedding layer + 2 layers
+        assert len(data[side]["accuracy_by_frequency_bin"][0]) == 10
+        assert sum(data[side]["positions_per_bin"]) == data[side]["test_positions"]
+    # the embedding layer keeps the sub-word: its probe beats chance by far even after 2 epochs
+    assert data["encoder"]["accuracy"][0] > 0.2
+
+
+def test_embedding_similarity_command(multi30k_slice, ff_checkpoint, tmp_path):
+    from fairseq_fusion.cli import embedding_similarity
+
+    out = str(tmp_path / "sim")
+    run_main(embedding_similarity, ["--path", ff_checkpoint, "--data", multi30k_slice,
+             "--max-sentences", "100", "--out", out, "--cpu"])
+    data = json.load(open(out + ".json"))
+    assert os.path.getsize(out + ".png") > 0
+    for side in ("encoder", "decoder"):
+        sims = data[side]["embedding_layer"]
+        assert len(sims) == 2 and all(-1.0 <= s <= 1.0 for s in sims)
+
+
+def test_shortcut_gates_command(multi30k_slice, ff_checkpoint, tmp_path):
+    from fairseq_fusion.cli import shortcut_gates
+
+    out = str(tmp_path / "gates")
+    run_main(shortcut_gates, ["--path", ff_checkpoint, "--data", multi30k_slice,
+             "--max-sentences", "100", "--out", out, "--cpu"])
+    gates = json.load(open(out + ".json"))["gates"]
+    assert sorted(gates) == sorted(f"{s}.layers.{i}.self_attn.{g}" for s in ("encoder", "decoder") for i in range(2) for g in ("k_gate", "v_gate"))
+    for stats in gates.values():
+        assert 0.0 < stats["mean"] < 1.0 and abs(sum(stats["histogram"]) - 1.0) < 1e-4
+
+
+def test_frequency_bins_are_equal_size_groups_of_types():
+    from fairseq_fusion.analysis.lexical_probe import frequency_bins
+
+    counts = {t: 100 - t for t in range(20)}  # type 19 is the rarest
+    tokens = torch.tensor([0, 0, 19, 5, 10, 10, 3] + list(range(20)))
+    bins = frequency_bins(tokens, counts, n_bins=10)
+    by_type = {t: b for t, b in zip(tokens.tolist(), bins.tolist())}
+    assert by_type[19] == 0 and by_type[18] == 0 and by_type[0] == 9 and by_type[1] == 9
+    assert torch.bincount(torch.tensor([by_type[t] for t in range(20)])).tolist() == [2] * 10

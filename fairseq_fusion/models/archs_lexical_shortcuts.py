@@ -1,20 +1,16 @@
 """Presets of Emelin et al. 2019 (lexical shortcuts): base, small (Table 3) and big (Table 1),
 with gated shortcuts (Eq. 5-12) or shortcuts + feature-fusion (Eq. 13-14).
 
-All tie the encoder, decoder and output embeddings (A.1). Training settings of A.1 are in
-``fusion_options.TRAINING_DEFAULTS``: Adam with the inverse square root schedule, warm-up
-6000 (shortcuts) / 8000 (feature-fusion) / 16000 (big), batches of 25,000 tokens (delayed
-updates). Variants (§4.2) are flags: --lexical-shortcuts-enc-dec, --lexical-shortcuts-sides,
+All tie the encoder, decoder and output embeddings (A.1). The training settings of A.1
+(Adam, inverse square root schedule, warm-up 6000 with shortcuts / 8000 with feature-fusion /
+16000 big, 25,000-token batches) are the recipes' (``recipes/common/settings.py``, paper
+"emelin"). Variants (§4.2) are flags: --lexical-shortcuts-enc-dec, --lexical-shortcuts-sides,
 --lexical-shortcuts-nonlexical.
 """
 from fairseq.models import register_model_architecture
 
 from ..modules import lexical_shortcuts  # noqa: F401  (registers the flags)
-from . import fusion_options
 from .archs_base import fusion_base_architecture, fusion_big_architecture
-
-# A.1: 25,000-token batches; warm-up by model (baseline 4000)
-_BATCH = {"max_tokens": 25000, "optimizer": "adam", "adam_betas": "(0.9, 0.98)", "lr_scheduler": "inverse_sqrt"}
 
 
 def _shortcuts(args, feature_fusion):
@@ -62,11 +58,3 @@ def transformer_lexical_shortcuts_ff_big(args):
     _shortcuts(args, True)
     fusion_big_architecture(args)
 
-
-fusion_options.TRAINING_DEFAULTS.update({
-    "transformer_lexical_shortcuts": dict(_BATCH, warmup_updates=6000),
-    "transformer_lexical_shortcuts_ff": dict(_BATCH, warmup_updates=8000),
-    "transformer_lexical_shortcuts_small": dict(_BATCH, warmup_updates=6000),
-    "transformer_lexical_shortcuts_ff_small": dict(_BATCH, warmup_updates=8000),
-    "transformer_lexical_shortcuts_ff_big": dict(_BATCH, warmup_updates=16000),
-})

@@ -86,12 +86,3 @@ DEFAULT_CRITERION = {}
 
 def default_criterion(arch):
     return DEFAULT_CRITERION.get(arch, "label_smoothed_cross_entropy")
-
-
-# the paper's training settings of a named architecture (fairseq-train option -> value), e.g.
-# {"warmup_updates": 6000, "max_tokens": 25000}: recipes start from them; the command line wins
-TRAINING_DEFAULTS = {}
-
-
-def training_defaults(arch):
-    return dict(TRAINING_DEFAULTS.get(arch, {}))
