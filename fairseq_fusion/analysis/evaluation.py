@@ -49,7 +49,7 @@ def read_generate_output(path: str, bpe_symbol: str = "@@ ") -> Dict[str, List[s
     if ids != list(range(len(ids))):
         missing = sorted(set(range(ids[-1] + 1)) - set(ids))[:5]
         raise ValueError(f"{path}: hypotheses of sentences {missing} are missing (incomplete generation?)")
-    return {k: [v[i] for i in ids] if v else [] for k, v in found.items()}
+    return {k: [v.get(i, "") for i in ids] if v else [] for k, v in found.items()}
 
 
 def detokenize(lines: Sequence[str], lang: str, detruecase: bool = False) -> List[str]:

@@ -178,21 +178,33 @@ train_setup() {  # ARCH + options -> settings, DATA, SAVE
     ARCH=$1; shift
     parse_common "$@"
     N_GPUS="${N_GPUS:-$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}"
-    settings train --task "$TASK" --arch "$ARCH" --n-gpus "$N_GPUS" ${PAPER_OPT:+--paper "$PAPER_OPT"} ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"}
+    settings paper --task "$TASK" --arch "$ARCH" ${PAPER_OPT:+--paper "$PAPER_OPT"}
     direction
     DATA="$WORK/data-$PAPER.$PAIR"
     SAVE="$(checkpoint_dir)"
 }
 
+train_settings() {  # the paper's settings of ARCH; "cached": those train.sh recorded in SAVE, if any
+    local cache="$SAVE/recipe_settings.sh"
+    if [[ "${1:-}" == cached && -f "$cache" ]]; then
+        source "$cache"  # evaluate.sh decodes with the settings the model was trained with
+    else
+        settings train --task "$TASK" --arch "$ARCH" --n-gpus "$N_GPUS" --paper "$PAPER" ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"}
+        direction
+    fi
+}
+
 recipe_train() {
     case "${1:-}" in -h|--help|"") train_usage; [[ -n "${1:-}" ]] && exit 0 || exit 2 ;; esac
     train_setup "$@"
+    train_settings
     local passthrough=() seen=0 a
     for a in "${REST[@]+"${REST[@]}"}"; do
         if [[ $seen == 1 ]]; then passthrough+=("$a"); elif [[ "$a" == "--" ]]; then seen=1; else die "train.sh: unknown option $a"; fi
     done
     [[ -f "$DATA/dict.$SRC.txt" ]] || die "$DATA not prepared: run recipes/$TASK/prepare.sh --paper $PAPER$([[ $REVERSE == 1 ]] && echo " --reverse")"
     mkdir -p "$SAVE"
+    declare -p PAPER SIZE CRITERION BEAM LENPEN AVERAGE SRC TGT TRUECASE TRAIN_ARGS PAIR | sed 's/^declare /declare -g /' > "$SAVE/recipe_settings.sh"
     local extra=()
     [[ -n "${MAX_UPDATE:-}" ]] && extra+=(--max-update "$MAX_UPDATE")
     # shellcheck disable=SC2206
@@ -231,6 +243,7 @@ recipe_evaluate() {
     if [[ "${1:-}" == --hyp ]]; then score_only "$@"; return; fi
     local average_env="${AVERAGE:-}"
     train_setup "$@"
+    train_settings cached
     set -- "${REST[@]+"${REST[@]}"}"
     local ckpt="" subset="test" beam="$BEAM" lenpen="$LENPEN"
     while [[ $# -gt 0 ]]; do

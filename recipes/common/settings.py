@@ -321,7 +321,7 @@ def _emit(**values):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="print the shell settings of a recipe step")
-    p.add_argument("step", choices=["prepare", "train", "evaluate", "readme-table"])
+    p.add_argument("step", choices=["prepare", "paper", "train", "readme-table"])
     p.add_argument("--task", default=None)
     p.add_argument("--paper", default=None)
     p.add_argument("--arch", default=None)
@@ -341,6 +341,10 @@ def main(argv=None):
                   TEST_SETS=[t or "" for t, _ in task["test"]], TESTS=[name for _, name in task["test"]],
                   LOCAL_DEFAULT=task.get("local_default", ""),
                   TRAIN_URLS=[u for u, _ in task["train"]], TRAIN_PATHS=[q for _, q in task["train"]])
+        elif a.step == "paper":  # light: no fairseq import
+            paper = a.paper or paper_of(a.arch, a.task)
+            check_paper(paper, a.task)
+            _emit(PAPER=paper, SRC=task["src"], TGT=task["tgt"])
         else:
             s = train_settings(a.task, a.arch, a.paper, a.n_gpus, a.max_tokens)
             _emit(PAPER=s["paper"], SIZE=s["size"], CRITERION=s["criterion"], BEAM=s["beam"], LENPEN=s["lenpen"],

@@ -1,0 +1,215 @@
+"""Evaluation tools: BLEU as the papers report it, BLEU by length, significance, contrastive scoring."""
+import argparse
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+import torch
+
+from fairseq_fusion import data_paths
+from fairseq_fusion.analysis import contrastive, evaluation
+
+from conftest import BIN, run_cli, train_args
+
+WMT14 = data_paths.data_path("wmt14", must_exist=False)
+SYSTEM = os.path.join(WMT14, "system_outputs", "sennrich2016.newstest2014.de.tok.gz")
+REF = os.path.join(WMT14, "newstest2014.de")
+SRC = os.path.join(WMT14, "newstest2014.en")
+CONTRASTIVE = data_paths.data_path("contrastive", must_exist=False)
+needs_wmt14 = pytest.mark.skipif(not os.path.exists(SYSTEM), reason="shared wmt14 data not found")
+
+
+def sacrebleu_cli(ref, hyp, *extra):
+    proc = subprocess.run([os.path.join(BIN, "sacrebleu"), ref, "-i", *hyp, "-w", "4", *extra],
+                          capture_output=True, text=True, check=True)
+    return proc.stdout
+
+
+def multi_bleu(hyps, refs):
+    """multi-bleu.perl on token lists, written out here independently of sacreBLEU."""
+    match, total, hyp_len, ref_len = [0] * 4, [0] * 4, 0, 0
+    for h, r in zip(hyps, refs):
+        h, r = h.split(), r.split()
+        hyp_len, ref_len = hyp_len + len(h), ref_len + len(r)
+        for n in range(1, 5):
+            hc = Counter(tuple(h[i:i + n]) for i in range(len(h) - n + 1))
+            rc = Counter(tuple(r[i:i + n]) for i in range(len(r) - n + 1))
+            match[n - 1] += sum(min(c, rc[g]) for g, c in hc.items())
+            total[n - 1] += max(len(h) - n + 1, 0)
+    log_p = sum(math.log(m / t) for m, t in zip(match, total)) / 4
+    bp = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
+    return 100 * bp * math.exp(log_p)
+
+
+@needs_wmt14
+def test_newstest2014_detok_bleu_equals_sacrebleu_cli(tmp_path):
+    from fairseq_fusion.cli import score_bleu
+
+    out = str(tmp_path / "nt14")
+    args = score_bleu.get_parser().parse_args(["--hyp", SYSTEM, "--hyp-format", "tok", "--ref", REF, "-t", "de", "--out", out])
+    result = score_bleu.main(args)
+    direct = float(sacrebleu_cli(REF, [out + ".detok"], "-b").strip())
+    assert result["sacrebleu"]["score"] == pytest.approx(direct, abs=1e-4)
+    assert "tok:13a" in result["sacrebleu"]["signature"] and result["sentences"] == 3003
+    assert 20 < result["sacrebleu"]["score"] < 35  # a real WMT16 system on newstest2014
+    # tokenized BLEU: Moses tokens of both sides, compounds split, multi-bleu's formula
+    with open(out + ".detok", encoding="utf-8") as f:
+        detok = [line.rstrip("\n") for line in f]
+    ref = evaluation.read_lines(REF)
+    hyp_tok = [evaluation.compound_split(h) for h in evaluation.tokenize_for_bleu(detok, "de", "none")]
+    ref_tok = [evaluation.compound_split(r) for r in evaluation.tokenize_for_bleu(ref, "de", "none")]
+    assert result["tokenized_bleu"]["score"] == pytest.approx(multi_bleu(hyp_tok, ref_tok), abs=1e-6)
+
+
+def test_compound_and_character_splitting():
+    assert evaluation.compound_split("die Rathaus-Ampel und B-33-Straße") == "die Rathaus ##AT##-##AT## Ampel und B ##AT##-##AT## 33 ##AT##-##AT## Straße"
+    assert evaluation.compound_split("a - b") == "a - b"
+    assert evaluation.char_split("我们 是 学生 , OK 2020") == "我 们 是 学 生 , OK 2020"
+    assert evaluation.bleu_split("fr") == "compound" and evaluation.bleu_split("zh") == "chars" and evaluation.bleu_split("en") == "none"
+
+
+def test_generate_output_reader(tmp_path):
+    log = tmp_path / "gen.txt"
+    log.write_text("S-1\tb\nH-1\t-0.5\tzwei Hun@@ de\nS-0\ta\nH-0\t-0.1\tein Hund\nT-0\tein Hund\nGenerate test ...\n")
+    out = evaluation.read_generate_output(str(log))
+    assert out["H"] == ["ein Hund", "zwei Hunde"] and out["S"] == ["a", "b"]
+    log.write_text("H-0\t-0.1\tein\nH-2\t-0.1\tzwei\n")
+    with pytest.raises(ValueError, match=r"sentences \[1\] are missing"):
+        evaluation.read_generate_output(str(log))
+
+
+@needs_wmt14
+def test_bleu_by_length_and_significance_equal_direct_computation(tmp_path):
+    from fairseq_fusion.cli import bleu_by_length, significance
+
+    n = 600
+    src = evaluation.read_lines(SRC)[:n]
+    ref = evaluation.read_lines(REF)[:n]
+    hyp = evaluation.detokenize(evaluation.read_lines(SYSTEM)[:n], "de")
+    worse = [" ".join(h.split()[: len(h.split()) // 2]) if i % 2 else h for i, h in enumerate(hyp)]  # half sentences cut
+    files = {}
+    for name, lines in (("src", src), ("ref", ref), ("sys", hyp), ("worse", worse)):
+        files[name] = str(tmp_path / name)
+        with open(files[name], "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+
+    out = str(tmp_path / "bylen")
+    res = bleu_by_length.main(bleu_by_length.get_parser().parse_args(
+        ["--src", files["src"], "--ref", files["ref"], "--sys", f"edinburgh={files['sys']}", f"worse={files['worse']}", "--out", out]))
+    assert os.path.exists(out + ".png") and json.load(open(out + ".json"))["buckets"] == ["(0,15]", "(15,30]", "(30,45]", ">45"]
+    import sacrebleu
+
+    for k, (lo, hi) in enumerate([(0, 15), (15, 30), (30, 45), (45, 10 ** 9)]):
+        idx = [i for i, s in enumerate(src) if lo < len(s.split()) <= hi]
+        assert res["sentences"][k] == len(idx)
+        direct = sacrebleu.corpus_bleu([hyp[i] for i in idx], [[ref[i] for i in idx]]).score
+        assert res["bleu"]["edinburgh"][k] == pytest.approx(direct, abs=1e-9)
+    assert res["overall"]["edinburgh"] > res["overall"]["worse"]
+
+    os.environ.pop("SACREBLEU_SEED", None)
+    sig = significance.main(significance.get_parser().parse_args(
+        ["--ref", files["ref"], "--baseline", f"worse={files['worse']}", "--sys", f"edinburgh={files['sys']}", "--n-samples", "200"]))
+    cli = json.loads(sacrebleu_cli(files["ref"], [files["worse"], files["sys"]], "--paired-bs", "--paired-bs-n", "200", "-f", "json"))
+    cli_sys = [s for s in cli if s["system"].endswith(files["sys"]) and not s["system"].startswith("Baseline")][0]
+    ours = sig["systems"][1]
+    assert ours["bleu"] == pytest.approx(cli_sys["BLEU"]["score"], abs=1e-3)
+    assert ours["p_value"] == pytest.approx(cli_sys["BLEU"]["p_value"], abs=1e-4)
+    assert ours["p_value"] < 0.05
+
+
+def _write_suite(folder, src, good, bad):
+    os.makedirs(folder, exist_ok=True)
+    for name, lines in (("src.en", src), ("tgt.correct.de", good), ("tgt.incorrect.de", bad)):
+        with gzip.open(os.path.join(folder, name + ".gz"), "wt", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+
+
+def test_malformed_suites_are_rejected_with_line_numbers(tmp_path):
+    folder = str(tmp_path / "agreement")
+    _write_suite(folder, ["a", "b", "c"], ["x", "y", "z"], ["u", "v"])
+    with pytest.raises(contrastive.SuiteFormatError, match=r"src\.en\.gz: line 3: no matching line in .*tgt\.incorrect\.de\.gz, which ends after 2 lines"):
+        contrastive.read_line_aligned(folder, "en", "de")
+    _write_suite(folder, ["a", "", "c"], ["x", "y", "z"], ["u", "v", "w"])
+    with pytest.raises(contrastive.SuiteFormatError, match=r"src\.en\.gz: line 2: empty line"):
+        contrastive.read_line_aligned(folder, "en", "de")
+
+    entries = [{"source": "s1", "reference": "r1", "errors": [{"contrastive": "c1", "type": "word_sense"}]},
+               {"source": "s2", "reference": "r2", "errors": [{"contrastive": "c2", "type": "word_sense"}]},
+               {"source": "s3", "errors": [{"contrastive": "c3", "type": "word_sense"}]}]
+    text = json.dumps(entries, indent=2)
+    bad_line = text[: text.index('"s3"')].count("\n")  # the line of the third item's opening brace
+    path = tmp_path / "suite.json"
+    path.write_text(text)
+    with pytest.raises(contrastive.SuiteFormatError, match=rf"suite\.json: line {bad_line}: item has no \(non-empty\) 'reference'"):
+        contrastive.read_contrawsd_json(str(path))
+    broken = text.replace('"r2",', '"r2"')  # JSON syntax error on the line after "r2"
+    path.write_text(broken)
+    syntax_line = broken[: broken.index('"r2"')].count("\n") + 2
+    with pytest.raises(contrastive.SuiteFormatError, match=rf"line {syntax_line}, column \d+: invalid JSON"):
+        contrastive.read_contrawsd_json(str(path))
+    path.write_text(json.dumps([{"source": "s", "reference": "r", "errors": []}]))
+    with pytest.raises(contrastive.SuiteFormatError, match="line 1: item has no list 'errors'"):
+        contrastive.read_contrawsd_json(str(path))
+
+
+def test_real_suites_parse():
+    mucow = os.path.join(CONTRASTIVE, "mucow", "scoring", "lv-en.mucow.scoring.json")
+    if not os.path.exists(mucow):
+        pytest.skip("shared contrastive data not found")
+    items = contrastive.read_contrawsd_json(mucow)
+    assert len(items) == 139 and sum(len(i.contrastive) for i in items) == 179  # counts of the data README
+    assert items[0].word == "dāma" and items[0].contrastive[0].startswith("There was a queen")
+    lingeval = contrastive.read_line_aligned(os.path.join(CONTRASTIVE, "distil_lingeval", "polarity_affix_del.mt"), "en", "de")
+    assert len(lingeval) == 180 and lingeval[0].category == "polarity_affix_del.mt"
+
+
+def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tmp_path):
+    """Scores of fusion-contrastive-score equal sum_j log P(y_j | y_<j, x) computed here by hand."""
+    from fairseq import checkpoint_utils
+    from sacremoses import MosesTokenizer
+    from subword_nmt.apply_bpe import BPE
+
+    from fairseq_fusion.cli import contrastive_score
+
+    save = str(tmp_path / "ckpt")
+    run_cli(train_args(multi30k_slice, save, max_update=8, extra=["--no-epoch-checkpoints"]))
+    suite = os.path.join(CONTRASTIVE, "distil_lingeval", "polarity_affix_del.mt")
+    mucow = os.path.join(CONTRASTIVE, "mucow", "scoring", "lv-en.mucow.scoring.json")
+    out = str(tmp_path / "contrastive")
+    args = contrastive_score.get_parser().parse_args(
+        ["--path", os.path.join(save, "checkpoint_last.pt"), "--suite", suite, mucow, "--max-items", "12", "--out", out, "--cpu"])
+    result = contrastive_score.main(args)
+    assert os.path.exists(out + ".png") and result["overall"]["total"] == 24
+    assert set(result["by_category"]) == {"polarity_affix_del.mt", "word_sense"}
+
+    # independent: Moses tokens + BPE by hand, teacher-forced forward pass, log-softmax, sum
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([os.path.join(save, "checkpoint_last.pt")])
+    model = models[0].eval()
+    with open(os.path.join(multi30k_slice, "bpe.codes"), encoding="utf-8") as f:
+        bpe = BPE(f)
+    tok = {lang: MosesTokenizer(lang=lang) for lang in ("en", "de")}
+
+    def encode(text, lang, d):
+        line = bpe.process_line(tok[lang].tokenize(text, escape=False, return_str=True, aggressive_dash_splits=True))
+        return torch.tensor([d.index(w) for w in line.split()] + [d.eos()])
+
+    def log_prob(src, tgt):
+        s, t = encode(src, "en", task.source_dictionary), encode(tgt, "de", task.target_dictionary)
+        prev = torch.cat([t.new_tensor([task.target_dictionary.eos()]), t[:-1]])
+        with torch.no_grad():
+            logits = model(s[None], torch.tensor([len(s)]), prev[None])[0]
+        return torch.log_softmax(logits.double(), -1)[0].gather(-1, t[:, None]).sum().item()
+
+    items = contrastive.read_line_aligned(suite, "en", "de")[:12] + contrastive.read_contrawsd_json(mucow)[:12]
+    for item, row in zip(items, result["items"]):
+        ref = log_prob(item.source, item.reference)
+        con = [log_prob(item.source, c) for c in item.contrastive]
+        assert row["reference_score"] == pytest.approx(ref, abs=1e-3)
+        assert row["contrastive_scores"] == pytest.approx(con, abs=1e-3)
+        assert row["correct"] == all(ref > c for c in con)
+    assert result["overall"]["correct"] == sum(r["correct"] for r in result["items"])
