@@ -244,3 +244,62 @@ def test_analyses_on_trained_checkpoint(multi30k_slice, tmp_path):
     curves = data["models"][0]["curves"]
     assert set(curves) == {"all", "more attended", "less attended", "random"}
     assert curves["all"][0] == 0.0 and all(v <= 1e-6 for v in curves["all"])
+
+
+@torch.no_grad()
+def test_expressivity_halves_follow_top_layer_embedding_weights(data_dir):
+    import numpy as np
+
+    from fairseq_fusion.analysis.layer_fusion import expressivity_curves
+
+    model, _, _ = build("transformer_fine_grained_layer_attention", data_dir)
+    model.eval()
+    curves = expressivity_curves(model)
+    emb = model.encoder.embed_tokens.weight.numpy().astype(np.float64)
+    w = model.decoder.encoder_reader.weight[-1].numpy()  # top decoder layer, (N+1) x D
+    w_emb = np.exp(w[0]) / np.exp(w).sum(0)  # w_hat^{M,0,d}
+    order = np.argsort(-w_emb)
+
+    def curve(m):
+        s = np.linalg.svd(m, compute_uv=False)
+        return np.log(s / s.max())
+
+    assert np.allclose(curves["all"], curve(emb), atol=1e-6)
+    assert np.allclose(curves["more attended"], curve(emb[:, order[: D // 2]]), atol=1e-6)
+    assert np.allclose(curves["less attended"], curve(emb[:, order[D // 2:]]), atol=1e-6)
+
+
+@torch.no_grad()
+def test_bilingual_similarity_all_and_non_shared(data_dir, tmp_path):
+    from fairseq_fusion.analysis.layer_fusion import bilingual_similarity, read_dictionary
+
+    model, task, _ = build("fusion_transformer", data_dir)
+    path = tmp_path / "dict.txt"
+    path.write_text("w5 w5\nw6 w9\nnotaword w1\nw7 ||| w8\n")
+    pairs = read_dictionary(str(path))
+    res = bilingual_similarity(model, task, pairs)
+    src, tgt = model.encoder.embed_tokens.weight, model.decoder.embed_tokens.weight
+    idx = task.source_dictionary.index
+    cos = [float(src[idx(s)] @ tgt[idx(t)] / (src[idx(s)].norm() * tgt[idx(t)].norm()))
+           for s, t in (("w5", "w5"), ("w6", "w9"), ("w7", "w8"))]
+    assert res["pairs"] == 3 and res["non_shared_pairs"] == 2 and res["dictionary_pairs"] == 4
+    assert abs(res["all"] - sum(cos) / 3) < 1e-6
+    assert abs(res["non_shared"] - (cos[1] + cos[2]) / 2) < 1e-6
+    path.write_text("w5 w5 w6\n")
+    with pytest.raises(ValueError, match="dict.txt:1: expected 'source target'"):
+        read_dictionary(str(path))
+
+
+def test_dictionary_from_real_gold_alignment():
+    """Sure links of the RWTH De-En gold alignment (1-indexed), swapped to En-De."""
+    from fairseq_fusion import data_paths
+    from fairseq_fusion.analysis.layer_fusion import dictionary_from_alignments
+
+    root = os.path.join(data_paths.data_path("alignment"), "deen")
+    pairs = set(dictionary_from_alignments(os.path.join(root, "test.de-en"), os.path.join(root, "deen.talp"), reverse=True))
+    with open(os.path.join(root, "test.de-en"), encoding="utf-8") as f:
+        de, en = (side.split() for side in f.readline().split("|||"))
+    with open(os.path.join(root, "deen.talp")) as f:
+        first = [tuple(int(x) for x in link.split("-")) for link in f.readline().split() if "p" not in link]
+    assert first and all((en[j - 1], de[i - 1]) in pairs for i, j in first)
+    assert ("believe", "glauben") in pairs
