@@ -282,13 +282,14 @@ def known_flag(name):
     return any(f.name == name for g in fusion_options.GROUPS for f in g.flags)
 
 
-@pytest.mark.parametrize("extra", [
-    ["--layer-attention", "fine"],
-    ["--decoder-sublayer-order", "sem-tem-ifm"],
+@pytest.mark.parametrize("requires,extra", [
+    ("layer_attention", ["--layer-attention", "fine"]),
+    ("decoder_sublayer_order", ["--decoder-sublayer-order", "sem-tem-ifm"]),
+    (None, ["--encoder-normalize-before", "--decoder-normalize-before"]),
 ])
-def test_composes_with_layer_attention_and_sublayer_orders(data_dir, extra):
-    if not known_flag(extra[0][2:].replace("-", "_")):
-        pytest.skip(f"{extra[0]} is not registered")
+def test_composes_with_layer_attention_sublayer_orders_and_pre_norm(data_dir, requires, extra):
+    if requires is not None and not known_flag(requires):
+        pytest.skip(f"--{requires} is not registered")
     model, task = build(data_dir, "transformer_phrase", extra)
     for layer in model.decoder.layers:
         assert "phrase_attn" in layer.plan
@@ -312,3 +313,21 @@ def test_composes_with_layer_attention_and_sublayer_orders(data_dir, extra):
             steps.append(model.get_normalized_probs(o, log_probs=True)[:, -1])
     real = prev.ne(task.target_dictionary.pad())
     assert (torch.stack(steps, 1) - full)[real].abs().max() <= 1e-5
+
+
+def test_base_phrase_model_has_about_half_the_parameters_of_big(tmp_path):
+    """§5.3: "+Max+Attn+TA" on Transformer Base has "only about half the number of parameters" of
+    Transformer Big (32k joint BPE, embeddings not shared between encoder and decoder, §5.1)."""
+    for lang in ("src", "tgt"):
+        with open(tmp_path / f"dict.{lang}.txt", "w") as f:
+            f.writelines(f"w{i} 1\n" for i in range(32000 - 4))
+    counts = {}
+    for arch in ("fusion_transformer", "transformer_phrase", "fusion_transformer_big"):
+        args = options.parse_args_and_arch(options.get_training_parser(), [
+            str(tmp_path), "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch,
+            "--share-decoder-input-output-embed", "--cpu"])
+        with torch.device("meta"):
+            counts[arch] = n_params(tasks.setup_task(args).build_model(args))
+    d, n = 512, 6
+    assert counts["transformer_phrase"] - counts["fusion_transformer"] == added_parameters(d, n, True, True)
+    assert 0.35 <= counts["transformer_phrase"] / counts["fusion_transformer_big"] <= 0.55
