@@ -303,3 +303,34 @@ def test_dictionary_from_real_gold_alignment():
         first = [tuple(int(x) for x in link.split("-")) for link in f.readline().split() if "p" not in link]
     assert first and all((en[j - 1], de[i - 1]) in pairs for i, j in first)
     assert ("believe", "glauben") in pairs
+
+
+@pytest.mark.parametrize("extra", [
+    ["--phrase-representations"],
+    ["--phrase-representations", "--phrase-transparent-attention"],
+    ["--surface-fusion", "soft", "--layer-attention-top-only"],
+])
+def test_composes_incremental_and_gradients(extra, data_dir):
+    """Fine-grained layer attention with phrase representations (Xu et al.) or SurfaceFusion:
+    every parameter gets a gradient, incremental decoding equals the full forward."""
+    model, task, args = build("transformer_fine_grained_layer_attention", data_dir, "--criterion",
+                              "label_smoothed_cross_entropy", "--label-smoothing", "0.1", *extra)
+    toks, lengths = source_batch(task, (7, 5))
+    d = task.target_dictionary
+    tgt = torch.randint(d.nspecial, len(d), (2, 5), generator=torch.Generator().manual_seed(1))
+    prev = torch.cat([torch.full((2, 1), d.eos()), tgt[:, :-1]], 1)
+    criterion = task.build_criterion(args)
+    model.train()
+    sample = {"net_input": {"src_tokens": toks, "src_lengths": lengths, "prev_output_tokens": prev},
+              "target": tgt, "ntokens": 10, "nsentences": 2}
+    criterion(model, sample)[0].backward()
+    assert [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0] == []
+    model.eval()
+    with torch.no_grad():
+        enc = model.encoder.forward_torchscript({"src_tokens": toks, "src_lengths": lengths})
+        full = model.get_normalized_probs(model.decoder(prev, encoder_out=enc), log_probs=True)
+        state = {}
+        for t in range(prev.size(1)):
+            out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+            step = model.get_normalized_probs((out[0][:, -1:], out[1]), log_probs=True)
+            assert (step[:, 0] - full[:, t]).abs().max() < 1e-5
