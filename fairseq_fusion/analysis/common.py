@@ -143,9 +143,9 @@ def write_outputs(out_prefix: str, data: dict, fig=None):
 def new_figure(*args, **kwargs):
     import logging
 
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's root logger is verbose
     import matplotlib
 
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's root logger is verbose
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
