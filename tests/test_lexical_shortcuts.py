@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from fairseq import options, tasks
 from fairseq.data import data_utils
+from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_fusion.modules.lexical_shortcuts import ShortcutMultiheadAttention
 
@@ -249,6 +250,14 @@ def test_variant_decodes_incrementally_and_trains(tiny_dicts, name):
     with torch.no_grad():
         full = model.get_normalized_probs(model(net["src_tokens"], net["src_lengths"], net["prev_output_tokens"]), log_probs=True)
         assert (full - incremental(model, net)).abs().max() <= 1e-5
+        # beam search reorders the cached K'/V' (static ones too): batched = alone
+        gen = SequenceGenerator([model], task.target_dictionary, beam_size=4, max_len_a=0, max_len_b=6)
+        src = {"src_tokens": net["src_tokens"], "src_lengths": net["src_lengths"]}
+        batched = gen.generate([model], {"net_input": src})
+        for i in range(3):
+            keep = net["src_tokens"][i].ne(task.source_dictionary.pad())
+            alone = gen.generate([model], {"net_input": {"src_tokens": net["src_tokens"][i][keep][None], "src_lengths": src["src_lengths"][i:i + 1]}})
+            assert [h["tokens"].tolist() for h in batched[i]] == [h["tokens"].tolist() for h in alone[0]]
     model.train()
     criterion = task.build_criterion(args)
     target = net.pop("target")
@@ -359,3 +368,13 @@ def test_frequency_bins_are_equal_size_groups_of_types():
     by_type = {t: b for t, b in zip(tokens.tolist(), bins.tolist())}
     assert by_type[19] == 0 and by_type[18] == 0 and by_type[0] == 9 and by_type[1] == 9
     assert torch.bincount(torch.tensor([by_type[t] for t in range(20)])).tolist() == [2] * 10
+
+
+def test_gate_statistics_refuse_a_model_without_shortcuts(tiny_dicts):
+    from fairseq_fusion.analysis.lexical_gates import gate_sites
+
+    model, _, _ = build(tiny_dicts, "fusion_transformer", SMALL)
+    with pytest.raises(ValueError, match="no lexical shortcuts"):
+        gate_sites(model)
+    shortcut_model, _, _ = build(tiny_dicts, "fusion_transformer", SMALL + ["--lexical-shortcuts-enc-dec"])
+    assert gate_sites(shortcut_model) == [f"decoder.layers.{i}.encoder_attn" for i in range(3)]
