@@ -60,6 +60,12 @@ class PhraseSpanDataset(BaseWrapperDataset):
         super().__init__(dataset)
         self.spans = spans
 
+    def __getattr__(self, name):
+        """LanguagePairDataset's attributes (src, tgt, src_sizes, ...) for fairseq-generate and analyses."""
+        if name == "dataset":
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
     def __getitem__(self, index):
         item = self.dataset[index]
         item[PHRASE_LENGTHS_KEY] = torch.tensor(self.spans[index], dtype=torch.long)
