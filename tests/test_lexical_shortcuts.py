@@ -226,6 +226,7 @@ COMBOS = {
     "ff+sem_tem_ifm": ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion", "--decoder-sublayer-order", "sem-tem-ifm"],
     "ff+hierarchical_aggregation": ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion", "--layer-aggregation", "hierarchical"],
     "enc_dec+multilayer_attention": ["--lexical-shortcuts-enc-dec", "--multilayer-attention", "2"],
+    "ff+phrase_representations": ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion", "--phrase-representations", "--phrase-attentive"],
 }
 
 
@@ -250,6 +251,13 @@ def test_variant_decodes_incrementally_and_trains(tiny_dicts, name):
     with torch.no_grad():
         full = model.get_normalized_probs(model(net["src_tokens"], net["src_lengths"], net["prev_output_tokens"]), log_probs=True)
         assert (full - incremental(model, net)).abs().max() <= 1e-5
+        # padding: the left-padded batch gives each sentence what it gets alone
+        for i in range(3):
+            keep = net["src_tokens"][i].ne(task.source_dictionary.pad())
+            n = int(net["target"][i].ne(task.target_dictionary.pad()).sum())
+            alone = model(net["src_tokens"][i][keep][None], net["src_lengths"][i:i + 1], net["prev_output_tokens"][i:i + 1, :n])
+            alone = model.get_normalized_probs(alone, log_probs=True)[0]
+            assert (full[i, :n] - alone).abs().max() <= 1e-5
         # beam search reorders the cached K'/V' (static ones too): batched = alone
         gen = SequenceGenerator([model], task.target_dictionary, beam_size=4, max_len_a=0, max_len_b=6)
         src = {"src_tokens": net["src_tokens"], "src_lengths": net["src_lengths"]}
