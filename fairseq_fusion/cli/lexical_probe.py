@@ -10,7 +10,6 @@ accuracy on --split, per layer and per frequency bin (10 equal-size bins of sub-
 """
 import argparse
 import ast
-import os
 
 from ..analysis import lexical_probe as probe
 from ..analysis.common import add_common_args, load_model, write_outputs
