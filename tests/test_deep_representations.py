@@ -437,5 +437,3 @@ def test_init_from_vanilla_cli_and_exploitation_heatmap(multi30k_slice, vanilla_
     for group in data["groups"].values():
         for scores in group["scores"].values():
             assert sum(scores.values()) == pytest.approx(1.0)
-    with pytest.raises(AssertionError, match="no aggregation nodes"):
-        run_cli(["fusion-exploitation-score", "--path", vanilla_checkpoint, "--out", out])
