@@ -61,7 +61,8 @@ step "translate test_2016_flickr with fairseq-generate (beam 5)"
 OUT=$WORK/out/$ARCH
 mkdir -p "$OUT"
 fairseq-generate "$BIN" --user-dir "$REPO/fairseq_fusion" --path "$CKPT/checkpoint_last.pt" \
-  --gen-subset test --beam 5 --batch-size 128 --remove-bpe --cpu > "$OUT/generate.txt"
+  --gen-subset test --beam 5 --batch-size 128 --required-batch-size-multiple 1 --max-len-a 1.5 --max-len-b 10 \
+  --remove-bpe --cpu > "$OUT/generate.txt"
 tail -n 1 "$OUT/generate.txt"
 grep '^H-' "$OUT/generate.txt" | sort -t- -k2,2n | cut -f3 | sacremoses -l de detokenize > "$OUT/hyp.de"
 REF=$BIN/tok/test.raw.de

@@ -140,7 +140,7 @@ def test_dense_connection_eq4():
     src, lengths, prev = batch(task)
     _, raw_enc, h1 = layer_io(model.encoder)
     _, raw_dec, h2 = layer_io(model.decoder)
-    enc = model.encoder(src, lengths)
+    enc = model.encoder(src, lengths, return_all_hiddens=True)
     _, extra = model.decoder(prev, encoder_out=enc)
     for states, raw in ((enc["encoder_states"], raw_enc), (extra["inner_states"], raw_dec)):
         for l in range(1, 4):  # H^l = Layer(H^{l-1}) + sum_{i<l} H^i
@@ -157,7 +157,7 @@ def test_linear_combination_eq5():
         torch.nn.init.normal_(w.weight)
     src, lengths, _ = batch(task)
     _, raw, _ = layer_io(model.encoder)
-    out = model.encoder(src, lengths)["encoder_out"][0]
+    out = model.encoder(src, lengths, return_all_hiddens=True)["encoder_out"][0]
     expected = sum(h @ w.weight.t() for h, w in zip(raw, model.encoder.layer_combiner.weights))
     assert torch.allclose(out, expected, atol=1e-4)
 
@@ -167,7 +167,7 @@ def test_iterative_aggregation_eq6():
     model, task, _ = build("transformer_iterative_aggregation", layers=4)
     src, lengths, prev = batch(task)
     inputs, raw, _ = layer_io(model.encoder)
-    out = model.encoder(src, lengths)["encoder_out"][0]
+    out = model.encoder(src, lengths, return_all_hiddens=True)["encoder_out"][0]
     aggs = model.encoder.layer_combiner.aggs
     agg = raw[0]  # Ĥ^1 = H^1
     for l in range(2, 5):
@@ -187,7 +187,7 @@ def test_hierarchical_aggregation_tree(layers):
         stack = getattr(model, stack_name)
         src, lengths, prev = batch(task)
         inputs, raw, _ = layer_io(stack)
-        enc = model.encoder(src, lengths)
+        enc = model.encoder(src, lengths, return_all_hiddens=True)
         if stack_name == "encoder":
             top = enc["encoder_out"][0]
         else:
@@ -218,7 +218,7 @@ def test_multilayer_attention_eq8(k):
     assert isinstance(attn, MultiLayerSelfAttention) and len(attn.lower_k_proj) == k - 1
     seen = {}
     attn.register_forward_hook(lambda m, a, kw, o: seen.update(query=kw["query"], out=o[0]), with_kwargs=True)
-    states = model.encoder(src, lengths)["encoder_states"]
+    states = model.encoder(src, lengths, return_all_hiddens=True)["encoder_states"]
     q = linear(states[2], attn.q_proj) * (D // HEADS) ** -0.5  # Q^3 from H^2, shared
     cs = [linear(ref_heads_attention(q, linear(states[2], attn.k_proj), linear(states[2], attn.v_proj), HEADS, pad), attn.out_proj)]
     for i in range(2, k + 1):
@@ -245,7 +245,7 @@ def test_incremental_decoding_with_reorder_equals_full(arch, extra):
     src, lengths, prev = batch(task, bsz=4)
     beams = torch.tensor([0, 0, 1, 1])  # 2 sentences x 2 hypotheses, as in beam search
     src, lengths = src[beams], lengths[beams]
-    enc = model.encoder(src, lengths)
+    enc = model.encoder(src, lengths, return_all_hiddens=True)
     order = torch.tensor([1, 1, 3, 2])  # hypotheses reordered within their sentence
     full = model.get_normalized_probs(model.decoder(prev[order], encoder_out=enc), log_probs=True)
     state, steps = {}, []
@@ -371,7 +371,7 @@ def test_lexical_shortcuts_compose_with_hierarchical_aggregation():
     assert model.encoder.layer_combiner is not None
     assert type(model.encoder.layers[1].self_attn).__name__ == "ShortcutMultiheadAttention"
     src, lengths, prev = batch(task)
-    enc = model.encoder(src, lengths)
+    enc = model.encoder(src, lengths, return_all_hiddens=True)
     full = model.get_normalized_probs(model.decoder(prev, encoder_out=enc), log_probs=True)
     state = {}
     inc = [model.get_normalized_probs(model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state), log_probs=True)

@@ -54,7 +54,7 @@ def source_batch(task, lengths=(6, 4)):
 
 def layers_x(model, toks, lengths):
     """X^0..X^N computed here: sqrt(D) * E[x] (no positions) and the encoder layers' outputs."""
-    enc = model.encoder.forward_torchscript({"src_tokens": toks, "src_lengths": lengths})
+    enc = model.encoder(toks, lengths, return_all_hiddens=True)
     x0 = math.sqrt(D) * model.encoder.embed_tokens.weight[toks].transpose(0, 1)
     return enc, [x0] + enc["encoder_states"][1:N] + [enc["encoder_out"][0]]
 
@@ -81,7 +81,7 @@ def test_decoder_layers_attend_their_mix(data_dir):
     model, task, _ = build("transformer_fine_grained_layer_attention", data_dir)
     model.eval()
     toks, lengths = source_batch(task)
-    enc = model.encoder(toks, lengths)
+    enc = model.encoder(toks, lengths, return_all_hiddens=True)
     seen = {}
     hooks = [layer.encoder_attn.register_forward_hook(
         lambda mod, args, kw, out, m=m: seen.__setitem__(m, kw["key"]), with_kwargs=True)

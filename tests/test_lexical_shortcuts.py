@@ -164,7 +164,7 @@ def test_encoder_shortcuts_read_the_embedding_layer(tiny_dicts):
     layer.self_attn.shortcut_input = lambda st, n: seen.setdefault("e", orig(st, n))
     net = batch(task, [5, 7], [4, 4])
     with torch.no_grad():
-        out = model.encoder(net["src_tokens"], net["src_lengths"])
+        out = model.encoder(net["src_tokens"], net["src_lengths"], return_all_hiddens=True)
     assert torch.equal(seen["e"], out["encoder_states"][0])
 
 

@@ -31,7 +31,7 @@ def collect_states(model, task, split, max_tokens=4000, max_sentences=None, desc
     for sample in iterate_batches(task, split, max_tokens, max_sentences, model=model, desc=desc):
         net = sample["net_input"]
         with capture(model, all_names) as rec:
-            enc = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
+            enc = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"], return_all_hiddens=True)
             _, extra = model.decoder(net["prev_output_tokens"], encoder_out=enc)
             _, dec_embed, _ = model.decoder.embed(net["prev_output_tokens"], None)
         sides = {

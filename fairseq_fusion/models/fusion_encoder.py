@@ -7,9 +7,12 @@ Differences from ``TransformerEncoderBase`` (none changes the numbers with optio
   into what the next layer reads; ``stack_output(states, padding_mask)`` gives the stack's
   output (default: the top). Both defer to ``self.layer_combiner`` when a technique sets it
   (a module with methods of the same names and arguments);
-- the output dict always has ``encoder_states`` (embedding layer + every layer, T x B x C),
-  also in ``forward_torchscript`` (generation), and any extra key a technique registers in
-  ``self.extra_out_batch_dims``; ``reorder_encoder_out`` reorders every key it carries.
+- the output dict has ``encoder_states`` (embedding layer + every layer, T x B x C) whenever
+  ``return_all_hiddens`` (training: the model's forward) or ``self.states_for_decoder`` (set by
+  a technique whose decoder reads them; then also in ``forward_torchscript``, i.e. generation:
+  exporting them otherwise would cost a reorder per tensor and beam step), and any extra key a
+  technique registers in ``self.extra_out_batch_dims``; ``reorder_encoder_out`` reorders every
+  key it carries. Encoder-side hooks (``extra_output_modules``) always see all states in ``ctx``.
 """
 from typing import Dict, List, Optional
 
@@ -53,6 +56,9 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         super().__init__(cfg, dictionary, embed_tokens)
         self.extra_out_batch_dims: Dict[str, int] = {}
         self.layer_combiner = None
+        # set by a technique whose decoder reads encoder_states: then they are exported (and
+        # reordered by beam search) in generation too; otherwise only with return_all_hiddens
+        self.states_for_decoder = False
         self.extra_output_modules = []  # callables (out, ctx) -> None that add keys to the output
 
     def build_encoder_layer(self, cfg):
@@ -127,6 +133,8 @@ class FusionTransformerEncoder(TransformerEncoderBase):
             "src_lengths": [src_lengths],
         }
         self.add_extra_outputs(out, ctx)
+        if not (return_all_hiddens or self.states_for_decoder):
+            out["encoder_states"] = []  # generation: not read by the decoder, not worth reordering
         return out
 
     def add_extra_outputs(self, out: Dict[str, List[Tensor]], ctx: Dict):

@@ -302,6 +302,7 @@ def attach(model, args):
             for layer in stack.layers:
                 _install(layer, "self_attn", nonlexical=bool(args.lexical_shortcuts_nonlexical), **common)
     if args.lexical_shortcuts_enc_dec:
+        model.encoder.states_for_decoder = True  # E^enc = encoder_states[0], also in generation
         for layer in model.decoder.layers:
             _install(layer, "encoder_attn", enc_dec=True, **common)
 
