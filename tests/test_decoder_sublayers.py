@@ -226,6 +226,52 @@ def test_simplified_decoder_composes_with_surface_fusion(arch, data_dir):
     assert (torch.stack(steps, 1) - full).abs().max().item() < 1e-5
 
 
+# one arch of each other paper, with each option of this one: incremental decoding = full
+# forward and every parameter trained, or a clear refusal naming both flags
+OTHER_PAPERS = [
+    "transformer_lexical_shortcuts", "transformer_hierarchical_aggregation", "transformer_multilayer_attention",
+    "transformer_phrase", "transformer_fine_grained_layer_attention", "transformer_surface_fusion_soft",
+]
+REFUSED = {("transformer_lexical_shortcuts", "sem-ifm"), ("transformer_multilayer_attention", "sem-ifm")}
+
+
+def registered(archs):
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    return [a for a in archs if a in ARCH_MODEL_REGISTRY]
+
+
+@pytest.mark.parametrize("option", ["simplified", "sem-tem-ifm", "sem-ifm"])
+@pytest.mark.parametrize("arch", registered(OTHER_PAPERS))
+def test_options_compose_with_the_other_papers(arch, option, data_dir):
+    extra = ["--simplified-decoder"] if option == "simplified" else ["--decoder-sublayer-order", option]
+    if (arch, option) in REFUSED:
+        with pytest.raises(ValueError, match="--decoder-sublayer-order sem-ifm"):
+            build(data_dir, arch, *extra)
+        return
+    model, task, args = build(data_dir, arch, *extra, "--dropout", "0.1")
+    d = task.source_dictionary
+    src = torch.tensor([[d.pad(), 5, 6, 7, d.eos()], [8, 9, 10, 11, d.eos()]])
+    lengths = torch.tensor([4, 5])
+    prev = torch.tensor([[d.eos(), 12, 13, 14], [d.eos(), 15, 16, 17]])
+    with torch.no_grad():
+        full = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
+        enc = model.encoder.forward_torchscript({"src_tokens": src, "src_lengths": lengths})
+        state, steps = {}, []
+        for t in range(prev.size(1)):
+            out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+            steps.append(model.get_normalized_probs((out[0][:, -1:], out[1]), log_probs=True)[:, -1])
+    assert (torch.stack(steps, 1) - full).abs().max().item() < 1e-5
+    model.train()
+    target = torch.tensor([[12, 13, 14, d.eos()], [15, 16, 17, d.eos()]])
+    out = model(src, lengths, prev)
+    F.nll_loss(model.get_normalized_probs(out, log_probs=True).view(-1, len(d)), target.view(-1)).backward()
+    assert not [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    blocks = [b for b in model.decoder.layers[0].plan if b in ("self_attn", "encoder_attn", "ffn")]
+    assert blocks == {"simplified": ["self_attn", "encoder_attn"], "sem-tem-ifm": ["encoder_attn", "self_attn", "ffn"],
+                      "sem-ifm": ["encoder_attn", "ffn"]}[option]
+
+
 # ---------------------------------------------------------------- information probe (Eq. 1)
 
 def sample_for(task, srcs, tgts):
@@ -312,3 +358,34 @@ def test_probe_training_lowers_recovery_nll(data_dir):
     for side in ("source", "target"):
         assert trained["ppl"][side]["IFM"][-1] < 0.5 * untrained["ppl"][side]["IFM"][-1]
     assert trained["train_batches"] == 30 and set(trained["ppl"]["source"]) == {"IFM"}
+
+
+# ---------------------------------------------------------------- end to end on real data
+
+def test_probe_command_end_to_end(multi30k_slice, tmp_path):
+    import json
+    import os
+
+    from conftest import run_cli, train_args
+
+    save = str(tmp_path / "ckpt")
+    run_cli(train_args(multi30k_slice, save, arch="transformer_simplified_decoder", max_update=3))
+    out = str(tmp_path / "probe")
+    proc = run_cli([
+        "fusion-information-probe", "--path", os.path.join(save, "checkpoint_last.pt"),
+        "--train-batches", "2", "--max-tokens", "400", "--split", "valid", "--max-sentences", "20",
+        "--out", out, "--cpu",
+    ])
+    data = json.load(open(out + ".json"))
+    assert os.path.getsize(out + ".png") > 0
+    assert data["arch"] == "transformer_simplified_decoder" and data["train_batches"] == 2
+    for side in ("source", "target"):
+        assert set(data["ppl"][side]) == {"TEM", "SEM", "IFM", "AddNorm-I"}  # no FFN in this model
+        assert all(len(v) == 2 and all(p > 1 for p in v) for v in data["ppl"][side].values())
+        # in the simplified decoder Add&Norm I is the layer output: one probe serves both
+        assert data["ppl"][side]["AddNorm-I"] == data["ppl"][side]["IFM"]
+    assert data["probes"] == 2 * 2 * 3  # layers x sides x (TEM, SEM, IFM)
+    assert "target IFM" in proc.stdout
+    bad = run_cli(["fusion-information-probe", "--path", os.path.join(save, "checkpoint_last.pt"),
+                   "--modules", "FFN,XYZ", "--out", out, "--cpu"], check=False)
+    assert bad.returncode != 0 and "XYZ" in bad.stderr

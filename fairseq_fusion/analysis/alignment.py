@@ -143,7 +143,9 @@ def layer_attentions(model, src_tokens, src_lengths, prev_output_tokens) -> List
     for name in names:
         if not records[name] or records[name][0] is None:
             raise RuntimeError(f"{name} returned no attention weights (is the model in eval mode?)")
-        out.append(records[name][0])
+        attn = records[name][0]
+        # the decoder asks its alignment layer for per-head weights (H x B x T x S)
+        out.append(attn.mean(dim=0) if attn.dim() == 4 else attn)
     return out
 
 

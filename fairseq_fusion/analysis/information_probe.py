@@ -51,6 +51,9 @@ def module_sources(model) -> Dict[Tuple[str, int], Tuple[str, str]]:
             out[("FFN", i + 1)] = ("module", f"{prefix}.fc2")
             out[("AddNorm-II", i + 1)] = ("block", f"{prefix}.ffn")
         out[("IFM", i + 1)] = ("module", prefix)
+        for key, (kind, name) in list(out.items()):  # the last block's output is the layer's
+            if key[1] == i + 1 and kind == "block" and plan and name == f"{prefix}.{plan[-1]}":
+                out[key] = ("module", prefix)
     return out
 
 
@@ -136,41 +139,40 @@ def recovery_nll(probe, rep, sample, side, pad, eos) -> Tuple[torch.Tensor, int]
     return nll, int(target.ne(pad).sum())
 
 
-def build_probes(model, task, keys, dropout=0.1):
-    """One probe per (module, layer, side), as wide as the NMT decoder (its heads and FFN size)."""
+def build_probes(model, task, sides, dropout=0.1):
+    """One probe per entry of ``sides`` (the side each recovers), as wide as the NMT decoder
+    (its heads and FFN size)."""
     cfg = model.cfg.decoder
-    probes = nn.ModuleDict()
-    for module, layer, side in keys:
+    probes = nn.ModuleList()
+    for side in sides:
         d = task.source_dictionary if side == "source" else task.target_dictionary
-        probes[probe_name(module, layer, side)] = RecoveryProbe(
-            len(d), d.pad(), cfg.embed_dim, cfg.attention_heads, cfg.ffn_embed_dim, dropout
-        )
+        probes.append(RecoveryProbe(len(d), d.pad(), cfg.embed_dim, cfg.attention_heads, cfg.ffn_embed_dim, dropout))
     return probes.to(next(model.parameters()).device)
 
 
-def probe_name(module, layer, side):
-    return f"{side}:{module}:{layer}"
-
-
 def train_and_evaluate(model, task, train_batches, eval_batches, modules=MODULES, sides=SIDES, lr=1e-3, dropout=0.1):
-    """Train one probe per (module, layer, side) on ``train_batches`` (an iterable of samples;
-    the frozen model runs once per batch for all probes), then measure Eq. 1 on
-    ``eval_batches``. Returns {side: {module: [ppl per layer]}} and details."""
+    """Train one probe per probed representation and side on ``train_batches`` (an iterable of
+    samples; the frozen model runs once per batch for all probes), then measure Eq. 1 on
+    ``eval_batches``. Modules with the same output (e.g. Add&Norm II and IFM) share a probe.
+    Returns ({"ppl": {side: {module: [per layer]}}, ...}, probes)."""
     model.eval()
     sources = {k: v for k, v in module_sources(model).items() if k[0] in modules}
     if not sources:
         raise ValueError(f"--modules {list(modules)}: none of them exists in this model (it has {sorted({m for m, _ in module_sources(model)})})")
-    keys = [(m, l, s) for (m, l) in sorted(sources) for s in sides]
-    probes = build_probes(model, task, keys, dropout)
+    reps_needed = sorted(set(sources.values()))
+    keys = [(rep, side) for rep in reps_needed for side in sides]
+    probes = build_probes(model, task, [side for _, side in keys], dropout)
+    probe_of = dict(zip(keys, probes))
+    by_rep = {rep: rep for rep in reps_needed}
     optim = torch.optim.Adam(probes.parameters(), lr=lr, betas=(0.9, 0.98))
     pad, eos = task.source_dictionary.pad(), task.source_dictionary.eos()
     probes.train()
     steps = 0
     for sample in train_batches:
-        reps = representations(model, sample, sources)
+        reps = representations(model, sample, by_rep)
         optim.zero_grad()
-        for module, layer, side in keys:
-            nll, ntok = recovery_nll(probes[probe_name(module, layer, side)], reps[(module, layer)], sample, side, pad, eos)
+        for rep, side in keys:
+            nll, ntok = recovery_nll(probe_of[(rep, side)], reps[rep], sample, side, pad, eos)
             (nll / max(ntok, 1)).backward()
         optim.step()
         steps += 1
@@ -178,19 +180,21 @@ def train_and_evaluate(model, task, train_batches, eval_batches, modules=MODULES
     totals = {k: [0.0, 0] for k in keys}
     with torch.no_grad():
         for sample in eval_batches:
-            reps = representations(model, sample, sources)
-            for module, layer, side in keys:
-                nll, ntok = recovery_nll(probes[probe_name(module, layer, side)], reps[(module, layer)], sample, side, pad, eos)
-                totals[(module, layer, side)][0] += float(nll)
-                totals[(module, layer, side)][1] += ntok
+            reps = representations(model, sample, by_rep)
+            for rep, side in keys:
+                nll, ntok = recovery_nll(probe_of[(rep, side)], reps[rep], sample, side, pad, eos)
+                totals[(rep, side)][0] += float(nll)
+                totals[(rep, side)][1] += ntok
     n_layers = len(model.decoder.layers)
     ppl: Dict[str, Dict[str, List]] = {s: {} for s in sides}
     nll_sum: Dict[str, Dict[str, List]] = {s: {} for s in sides}
-    for (module, layer, side), (nll, ntok) in totals.items():
-        ppl[side].setdefault(module, [None] * n_layers)[layer - 1] = math.exp(nll / ntok) if ntok else None
-        nll_sum[side].setdefault(module, [None] * n_layers)[layer - 1] = nll
-    tokens = {side: next(t[1] for k, t in totals.items() if k[2] == side) for side in sides}
-    return {"ppl": ppl, "nll_sum": nll_sum, "tokens": tokens, "train_batches": steps}, probes
+    for (module, layer), rep in sorted(sources.items()):
+        for side in sides:
+            nll, ntok = totals[(rep, side)]
+            ppl[side].setdefault(module, [None] * n_layers)[layer - 1] = math.exp(nll / ntok) if ntok else None
+            nll_sum[side].setdefault(module, [None] * n_layers)[layer - 1] = nll
+    tokens = {side: next(t[1] for k, t in totals.items() if k[1] == side) for side in sides}
+    return {"ppl": ppl, "nll_sum": nll_sum, "tokens": tokens, "train_batches": steps, "probes": len(keys)}, probes
 
 
 def plot(result, title=""):
@@ -214,6 +218,7 @@ def plot(result, title=""):
             ax.grid(alpha=0.3)
             if ax.lines:
                 ax.legend(fontsize=8)
+    fig.tight_layout()
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(title, fontsize=9, y=1.02)
     return fig
