@@ -20,6 +20,15 @@ SMALL_MODEL_ARGS = [
 ]
 
 
+def write_dicts(directory, vocab, langs=("src", "tgt")):
+    """A data directory with fairseq dictionaries of ``vocab`` symbols w0..w{vocab-1} per language
+    (what fairseq-preprocess writes); enough for tasks.setup_task and build_model."""
+    for lang in langs:
+        with open(os.path.join(str(directory), f"dict.{lang}.txt"), "w") as f:
+            f.writelines(f"w{i} {1000 - i}\n" for i in range(vocab))
+    return str(directory)
+
+
 def run_cli(cmd, cwd=None, env=None, check=True):
     """Run a console script of this environment; on failure show its output."""
     exe = os.path.join(BIN, cmd[0])

@@ -14,6 +14,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_fusion.models import FusionTransformerModel, fusion_options
+from conftest import write_dicts
 
 ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel)
 
@@ -29,12 +30,7 @@ VOCAB = 40
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     """A data directory with a joined dictionary (what fairseq-preprocess writes)."""
-    d = tmp_path_factory.mktemp("contract_dicts")
-    for lang in ("src", "tgt"):
-        with open(d / f"dict.{lang}.txt", "w") as f:
-            for i in range(VOCAB):
-                f.write(f"w{i} {1000 - i}\n")
-    return str(d)
+    return write_dicts(tmp_path_factory.mktemp("contract_dicts"), VOCAB)
 
 
 def build(arch, data_dir, seed=1, dropout="0.1"):

@@ -10,6 +10,7 @@ from fairseq_fusion.analysis import information_probe as probe
 from fairseq_fusion.models import fusion_options
 from fairseq_fusion.modules import decoder_sublayers
 from fairseq_fusion.modules.decoder_sublayers import decoder_plan
+from conftest import write_dicts
 
 SMALL = [
     "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
@@ -22,12 +23,7 @@ VOCAB = 30
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("sublayer_dicts")
-    for lang in ("src", "tgt"):
-        with open(d / f"dict.{lang}.txt", "w") as f:
-            for i in range(VOCAB):
-                f.write(f"w{i} {1000 - i}\n")
-    return str(d)
+    return write_dicts(tmp_path_factory.mktemp("sublayer_dicts"), VOCAB)
 
 
 def build(data_dir, arch, *extra, small=True, seed=1):

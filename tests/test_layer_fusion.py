@@ -12,7 +12,7 @@ from fairseq import checkpoint_utils, options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from omegaconf import OmegaConf
 
-from conftest import run_cli, train_args
+from conftest import run_cli, train_args, write_dicts
 from fairseq_fusion.modules.layer_attention import MEMORY_KEY, parameter_count
 
 VOCAB, D, N, M = 40, 16, 3, 3
@@ -26,11 +26,7 @@ SMALL = [
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("dicts")
-    for lang in ("src", "tgt"):
-        with open(d / f"dict.{lang}.txt", "w") as f:
-            f.writelines(f"w{i} {1000 - i}\n" for i in range(VOCAB))
-    return str(d)
+    return write_dicts(tmp_path_factory.mktemp("dicts"), VOCAB)
 
 
 def build(arch, data_dir, *extra, seed=1):

@@ -11,6 +11,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq_fusion.models import fusion_options
 from fairseq_fusion.modules.phrase_layers import PhraseRepresentation
 from fairseq_fusion.modules.phrase_segmentation import PHRASE_LENGTHS_KEY, PhraseSegmenter
+from conftest import write_dicts
 
 PAD = 1
 D, FFN, LAYERS, VOCAB = 16, 32, 3, 40
@@ -24,12 +25,7 @@ SMALL = [
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("phrase_dicts")
-    for lang in ("src", "tgt"):
-        with open(d / f"dict.{lang}.txt", "w") as f:
-            for i in range(VOCAB):
-                f.write(f"w{i} {1000 - i}\n")
-    return str(d)
+    return write_dicts(tmp_path_factory.mktemp("phrase_dicts"), VOCAB)
 
 
 def build(data_dir, arch, extra=(), task="translation", seed=1):

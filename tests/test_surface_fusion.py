@@ -8,7 +8,7 @@ import torch
 from fairseq import options, tasks
 from fairseq.data import data_utils
 
-from conftest import REPO, run_cli, train_args
+from conftest import REPO, run_cli, train_args, write_dicts
 from fairseq_fusion.modules.surface_fusion import LOGITS_KEY, parameter_count
 
 VOCAB, D, HEADS = 40, 16, 2
@@ -22,11 +22,7 @@ SMALL = [
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("dicts")
-    for lang in ("src", "tgt"):
-        with open(d / f"dict.{lang}.txt", "w") as f:
-            f.writelines(f"w{i} {1000 - i}\n" for i in range(VOCAB))
-    return str(d)
+    return write_dicts(tmp_path_factory.mktemp("dicts"), VOCAB)
 
 
 def build(arch, data_dir, *extra, seed=1):
