@@ -39,7 +39,7 @@ def measure(args):
     from fairseq_fusion.models import fusion_options
 
     cuda = torch.cuda.is_available() and not args.cpu
-    criterion = fusion_options.default_criterion(args.arch) if args.arch != "transformer" else "label_smoothed_cross_entropy"
+    criterion = fusion_options.default_criterion(args.arch)  # label_smoothed_cross_entropy for transformer
     argv = [args.data, "--task", "translation", "--arch", args.arch, *SIZES[args.size], "--share-all-embeddings",
             "--optimizer", "adam", "--lr", "5e-4", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
             "--criterion", criterion, "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens),
