@@ -36,7 +36,7 @@ def measure(args):
     from fairseq import utils
 
     import fairseq_fusion  # noqa: F401
-    from fairseq_fusion.models import fusion_options
+    from fairseq_fusion import fusion_options
 
     cuda = torch.cuda.is_available() and not args.cpu
     criterion = fusion_options.default_criterion(args.arch)  # label_smoothed_cross_entropy for transformer

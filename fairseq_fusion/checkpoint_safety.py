@@ -1,4 +1,5 @@
-"""Narrow allow-list so fairseq checkpoints load with torch's ``weights_only=True``.
+"""Loading fairseq checkpoints safely: a narrow allow-list so they load with torch's
+``weights_only=True``, and a check that a checkpoint matches the model's dictionaries.
 
 torch >= 2.6 unpickles checkpoints with ``weights_only=True`` by default; fairseq
 checkpoints contain an ``argparse.Namespace`` (legacy ``args`` and ``cfg.model``) and,
@@ -33,3 +34,22 @@ def allow_fairseq_checkpoint_globals():
     add = getattr(torch.serialization, "add_safe_globals", None)
     if add is not None:  # torch < 2.4 has no weights_only default to satisfy
         add(fairseq_checkpoint_globals())
+
+
+def check_vocabulary_sizes(model, state_dict):
+    """Refuse a checkpoint trained with other dictionaries, saying which and how they differ."""
+    for side in ("encoder", "decoder"):
+        key = f"{side}.embed_tokens.weight"
+        if key not in state_dict:
+            continue
+        expected = getattr(model, side).embed_tokens.weight.shape
+        found = state_dict[key].shape
+        if found != expected:
+            lang = "source" if side == "encoder" else "target"
+            raise ValueError(
+                f"checkpoint does not match this model's {lang} dictionary: {key} has shape "
+                f"{tuple(found)} in the checkpoint but {tuple(expected)} here "
+                f"({expected[0]} entries in the {lang} dict.*.txt of the data directory). "
+                "Binarize the data with the dictionaries the checkpoint was trained with "
+                "(fairseq-preprocess --srcdict/--tgtdict) or pass that data directory."
+            )

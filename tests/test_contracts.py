@@ -13,7 +13,8 @@ from fairseq import options, tasks
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq.sequence_generator import SequenceGenerator
 
-from fairseq_fusion.models import FusionTransformerModel, fusion_options
+from fairseq_fusion import fusion_options
+from fairseq_fusion.models import FusionTransformerModel
 from conftest import write_dicts
 
 ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel)

@@ -7,7 +7,7 @@ from fairseq import options, tasks
 from fairseq.data import data_utils
 
 from fairseq_fusion.analysis import information_probe as probe
-from fairseq_fusion.models import fusion_options
+from fairseq_fusion import fusion_options
 from fairseq_fusion.modules import decoder_sublayers
 from fairseq_fusion.modules.decoder_sublayers import decoder_plan
 from conftest import write_dicts

@@ -18,7 +18,7 @@ from fairseq_fusion.criterions.label_smoothed_cross_entropy_with_diversity impor
     LabelSmoothedCrossEntropyWithDiversityCriterion,
     layer_diversity,
 )
-from fairseq_fusion.models import fusion_options
+from fairseq_fusion import fusion_options
 from fairseq_fusion.modules.layer_aggregation import Aggregation
 from fairseq_fusion.modules.multilayer_attention import MultiLayerSelfAttention
 

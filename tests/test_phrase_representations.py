@@ -8,7 +8,7 @@ from fairseq import options, tasks
 from fairseq.data import data_utils
 from fairseq.sequence_generator import SequenceGenerator
 
-from fairseq_fusion.models import fusion_options
+from fairseq_fusion import fusion_options
 from fairseq_fusion.modules.phrase_layers import PhraseRepresentation
 from fairseq_fusion.modules.phrase_segmentation import PHRASE_LENGTHS_KEY, PhraseSegmenter
 from conftest import write_dicts

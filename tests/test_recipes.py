@@ -8,7 +8,7 @@ import pytest
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 from fairseq_fusion import data_paths
-from fairseq_fusion.models import fusion_options
+from fairseq_fusion import fusion_options
 
 REPO = data_paths.REPO_ROOT
 sys.path.insert(0, os.path.join(REPO, "recipes", "common"))

@@ -23,7 +23,7 @@ def convert(state, arch, overrides=None, init_new_parameters=False, task=None):
     from fairseq.models import ARCH_CONFIG_REGISTRY
 
     import fairseq_fusion  # noqa: F401
-    from fairseq_fusion.models import fusion_options
+    from fairseq_fusion import fusion_options
 
     args = copy.deepcopy(state["args"] if state.get("args") is not None else state["cfg"]["model"])
     if args is None or not hasattr(args, "arch"):

@@ -5,7 +5,7 @@ from fairseq.models.transformer.transformer_legacy import (
     transformer_vaswani_wmt_en_de_big,
 )
 
-from . import fusion_options
+from .. import fusion_options
 
 
 @register_model_architecture("fusion_transformer", "fusion_transformer")

@@ -4,7 +4,7 @@ representations" = hierarchical aggregation + layer diversity, big model)."""
 from fairseq.models import register_model_architecture
 
 from ..modules import layer_aggregation, multilayer_attention, vanilla_init  # noqa: F401  (registers the flags)
-from . import fusion_options
+from .. import fusion_options
 from .archs_base import fusion_base_architecture, fusion_big_architecture
 
 DIVERSITY_CRITERION = "label_smoothed_cross_entropy_with_diversity"

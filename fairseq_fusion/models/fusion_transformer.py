@@ -11,7 +11,8 @@ distribution in ``get_normalized_probs`` (deferring to ``decoder.output_fusion``
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
-from . import fusion_options
+from .. import fusion_options
+from ..checkpoint_safety import check_vocabulary_sizes
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
 
@@ -78,21 +79,3 @@ class FusionTransformerModel(TransformerModel):
         check_vocabulary_sizes(self, state_dict)
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
-
-def check_vocabulary_sizes(model, state_dict):
-    """Refuse a checkpoint trained with other dictionaries, saying which and how they differ."""
-    for side in ("encoder", "decoder"):
-        key = f"{side}.embed_tokens.weight"
-        if key not in state_dict:
-            continue
-        expected = getattr(model, side).embed_tokens.weight.shape
-        found = state_dict[key].shape
-        if found != expected:
-            lang = "source" if side == "encoder" else "target"
-            raise ValueError(
-                f"checkpoint does not match this model's {lang} dictionary: {key} has shape "
-                f"{tuple(found)} in the checkpoint but {tuple(expected)} here "
-                f"({expected[0]} entries in the {lang} dict.*.txt of the data directory). "
-                "Binarize the data with the dictionaries the checkpoint was trained with "
-                "(fairseq-preprocess --srcdict/--tgtdict) or pass that data directory."
-            )

@@ -28,8 +28,8 @@ order, whichever technique attaches first.
 """
 from typing import Sequence, Tuple
 
-from ..models import fusion_options
-from ..models.fusion_options import Flag, OptionGroup
+from .. import fusion_options
+from ..fusion_options import Flag, OptionGroup
 
 TEM, SEM, IFM = "self_attn", "encoder_attn", "ffn"
 STANDARD_PLAN = (TEM, SEM, IFM)

@@ -35,8 +35,8 @@ import torch
 from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from torch import Tensor, nn
 
-from ..models import fusion_options
-from ..models.fusion_options import Flag, OptionGroup
+from .. import fusion_options
+from ..fusion_options import Flag, OptionGroup
 
 KINDS = ("none", "dense", "linear", "iterative", "hierarchical")
 FUNCTIONS = ("sigmoid", "relu", "attention")

@@ -41,8 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..models import fusion_options
-from ..models.fusion_options import Flag, OptionGroup
+from .. import fusion_options
+from ..fusion_options import Flag, OptionGroup
 
 MEMORY_KEY = "layer_attention_memory"
 

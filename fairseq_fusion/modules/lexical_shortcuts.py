@@ -39,8 +39,8 @@ from fairseq import utils
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
-from ..models import fusion_options
-from ..models.fusion_options import Flag, OptionGroup
+from .. import fusion_options
+from ..fusion_options import Flag, OptionGroup
 
 # where E comes from: the stack's own embedding layer, or the encoder's (decoder-to-encoder)
 SOURCES = ("layer", "tokens")

@@ -38,8 +38,8 @@ from fairseq import utils
 from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
-from ..models import fusion_options
-from ..models.fusion_options import Flag, OptionGroup
+from .. import fusion_options
+from ..fusion_options import Flag, OptionGroup
 from .layer_aggregation import Aggregation, sides
 
 SIDES = ("both", "encoder", "decoder")

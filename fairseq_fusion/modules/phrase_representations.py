@@ -18,8 +18,8 @@ beam search reorders them). See ``phrase_layers`` for the equations.
 """
 from torch import nn
 
-from ..models import fusion_options
-from ..models.fusion_options import Flag, OptionGroup
+from .. import fusion_options
+from ..fusion_options import Flag, OptionGroup
 from .phrase_layers import (
     PHRASE_PADDING_MASK,
     PHRASE_REPS,

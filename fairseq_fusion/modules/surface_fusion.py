@@ -43,8 +43,8 @@ import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
-from ..models import fusion_options
-from ..models.fusion_options import Flag, OptionGroup
+from .. import fusion_options
+from ..fusion_options import Flag, OptionGroup
 
 LOGITS_KEY = "surface_logits"
 DEFAULT_TAU = {"hard": 1.0, "soft": 5.0}

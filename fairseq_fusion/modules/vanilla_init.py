@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from ..models import fusion_options
-from ..models.fusion_options import Flag, OptionGroup
+from .. import fusion_options
+from ..fusion_options import Flag, OptionGroup
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def load_vanilla(model, path, args):
     """Load ``path``'s parameters into ``model``; returns the names left freshly initialized."""
     from fairseq import checkpoint_utils
 
-    from ..models.fusion_transformer import check_vocabulary_sizes
+    from ..checkpoint_safety import check_vocabulary_sizes
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--init-from-vanilla {path}: no such checkpoint file")

@@ -270,7 +270,7 @@ def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None)
     max_tokens = max_tokens or (spec["batch_tokens"] if task == "multi30k_en_de" else 4096)
     devices = max(1, n_gpus)
     warmup = warmup_of(paper, arch, size, spec["warmup"])
-    import fairseq_fusion.models.fusion_options as fusion_options
+    import fairseq_fusion.fusion_options as fusion_options
 
     s = dict(
         paper=paper, size=size, arch=arch, criterion=fusion_options.default_criterion(arch),
