@@ -42,7 +42,7 @@ else
   step "prepare: reusing $BIN"
 fi
 
-CRITERION=$(python -c "import fairseq_fusion; from fairseq_fusion.models import fusion_options; print(fusion_options.default_criterion('$ARCH'))")
+CRITERION=$(python -c "import fairseq_fusion; from fairseq_fusion import fusion_options; print(fusion_options.default_criterion('$ARCH'))")
 CKPT=$WORK/checkpoints/$ARCH
 rm -rf "$CKPT"
 step "train $ARCH for $TRAIN_MINUTES minutes on CPU (criterion $CRITERION)"

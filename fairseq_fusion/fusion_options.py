@@ -5,8 +5,15 @@ its flags with their off-defaults, a validation of the combination, and ``attach
 installs the technique into a built model through the seams. The base architecture sets
 every flag to its off value, so presets only name what they switch on.
 """
+import logging
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+logger = logging.getLogger(__name__)
+
+# a technique switch a flag depends on: a flag name (on = not its off value) or
+# (flag name, values that switch it on)
+Requirement = Union[str, Tuple[str, Sequence]]
 
 
 @dataclass
@@ -16,6 +23,9 @@ class Flag:
     help: str
     type: Optional[Callable] = None
     choices: Optional[List] = None
+    # the technique(s) this flag configures: setting it while none is on is an error
+    requires: Sequence[Requirement] = ()
+    switch: bool = False  # turns a technique on by itself (every other flag has ``requires``)
 
 
 @dataclass
@@ -54,8 +64,59 @@ def set_defaults(args):
                 setattr(args, flag.name, flag.default)
 
 
+def option_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _flag(name: str) -> Flag:
+    return next(f for g in GROUPS for f in g.flags if f.name == name)
+
+
+def _is_on(args, req: Requirement) -> bool:
+    if isinstance(req, str):
+        return getattr(args, req, None) not in (None, _flag(req).default)
+    name, values = req
+    return getattr(args, name, None) in values
+
+
+def _describe(req: Requirement) -> str:
+    if isinstance(req, str):
+        return option_name(req)
+    name, values = req
+    return f"{option_name(name)} {'|'.join(map(str, values))}"
+
+
+def check_requirements(args):
+    """Refuse a flag set away from its off value while the technique it configures is off."""
+    for group in GROUPS:
+        for flag in group.flags:
+            if not flag.requires or getattr(args, flag.name, None) in (None, flag.default):
+                continue
+            if not any(_is_on(args, req) for req in flag.requires):
+                raise ValueError(
+                    f"{option_name(flag.name)} {getattr(args, flag.name)!r} configures a technique that is off: "
+                    f"it needs {' or '.join(_describe(r) for r in flag.requires)} (without it the flag does nothing)"
+                )
+
+
+def check_layers_to_keep(args):
+    """fairseq's LayerDrop pruning renumbers the kept layers; the techniques index and size
+    their parameters by layer, so pruning is for the plain transformer only."""
+    for side in ("encoder", "decoder"):
+        if not getattr(args, f"{side}_layers_to_keep", None):
+            continue
+        on = [f.name for g in GROUPS for f in g.flags if getattr(args, f.name, None) not in (None, f.default)]
+        if on:
+            raise ValueError(
+                f"--{side}-layers-to-keep prunes and renumbers layers, which {option_name(on[0])} "
+                "indexes by layer: prune a fusion_transformer without techniques only"
+            )
+
+
 def validate(args):
     set_defaults(args)
+    check_requirements(args)
+    check_layers_to_keep(args)
     for group in GROUPS:
         if group.validate is not None:
             group.validate(args)
@@ -80,9 +141,28 @@ def _str2bool(value):
     raise ValueError(f"expected a boolean (true/false), got {value!r}")
 
 
-# the criterion each named architecture trains with when none is given (contract tests, recipes)
+# the criterion each named architecture trains with (contract tests, recipes, the warning below)
 DEFAULT_CRITERION = {}
+PAPER_CRITERION_SETTING = {}  # arch -> the paper's training objective, in words
+
+
+def declare_criterion(arch, criterion, paper_setting):
+    DEFAULT_CRITERION[arch] = criterion
+    PAPER_CRITERION_SETTING[arch] = paper_setting
 
 
 def default_criterion(arch):
     return DEFAULT_CRITERION.get(arch, "label_smoothed_cross_entropy")
+
+
+def check_criterion(args):
+    """Warn when an arch that declares its criterion is trained with another one."""
+    arch, given = getattr(args, "arch", None), getattr(args, "criterion", None)
+    declared = DEFAULT_CRITERION.get(arch)
+    if declared is None or given is None or given == declared:
+        return False
+    logger.warning(
+        f"--arch {arch} trains with --criterion {declared} ({PAPER_CRITERION_SETTING[arch]}), "
+        f"but --criterion {given} is in use: this is not the paper's training objective"
+    )
+    return True

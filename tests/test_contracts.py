@@ -1,23 +1,32 @@
 """Contracts every architecture of ``fusion_transformer`` keeps.
 
 The archs are discovered from fairseq's registry, so an arch added later is covered with
-no edit here. Models are built at small sizes the way ``fairseq-train`` builds them (task
+no edit here; the documented combinations of techniques (``models/combinations.py``) are
+checked the same way. Models are built at small sizes the way ``fairseq-train`` builds them (task
 from a data directory with dictionaries, argparse with the arch's preset), on CPU.
 """
+import copy
 import io
+import logging
 import os
+import re
 
 import pytest
 import torch
+from torch import nn
 from fairseq import options, tasks
 from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.modules import LayerDropModuleList
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_fusion import fusion_options
 from fairseq_fusion.models import FusionTransformerModel
+from fairseq_fusion.models.combinations import COMBINATIONS
 from conftest import write_dicts
 
 ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel)
+# every registered arch, then every documented combination of techniques (arch + flags)
+CASES = ARCHS + sorted(COMBINATIONS)
 
 SMALL = [
     "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
@@ -34,12 +43,16 @@ def data_dir(tmp_path_factory):
     return write_dicts(tmp_path_factory.mktemp("contract_dicts"), VOCAB)
 
 
-def build(arch, data_dir, seed=1, dropout="0.1"):
+def build(arch, data_dir, seed=1, dropout="0.1", extra=(), criterion=None):
+    arch, flags = COMBINATIONS.get(arch, (arch, []))
+    extra = [*flags, *extra]
+    criterion = criterion or fusion_options.default_criterion(arch)
+    smoothing = ["--label-smoothing", "0.1"] if "label_smoothed" in criterion else []
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, [
         data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch,
-        "--criterion", fusion_options.default_criterion(arch), "--label-smoothing", "0.1",
-        "--dropout", dropout, "--attention-dropout", "0.1", "--cpu", *SMALL,
+        "--criterion", criterion, *smoothing,
+        "--dropout", dropout, "--attention-dropout", "0.1", "--cpu", *SMALL, *extra,
     ])
     task = tasks.setup_task(args)
     torch.manual_seed(seed)
@@ -90,7 +103,7 @@ def test_archs_discovered():
     assert "fusion_transformer" in ARCHS and "fusion_transformer_big" in ARCHS
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", CASES)
 @torch.no_grad()
 def test_incremental_equals_full(arch, data_dir):
     model, task, _ = build(arch, data_dir)
@@ -104,7 +117,7 @@ def test_incremental_equals_full(arch, data_dir):
     assert (full - inc).abs().max().item() <= 1e-5
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", CASES)
 @torch.no_grad()
 def test_padding_invariance(arch, data_dir):
     model, task, _ = build(arch, data_dir)
@@ -118,7 +131,7 @@ def test_padding_invariance(arch, data_dir):
         assert (batched[i, :n] - alone[:n]).abs().max().item() <= 1e-5, f"sentence {i}"
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", CASES)
 @torch.no_grad()
 def test_beam_search_batch_equals_alone(arch, data_dir):
     model, task, _ = build(arch, data_dir)
@@ -133,29 +146,39 @@ def test_beam_search_batch_equals_alone(arch, data_dir):
             assert abs(hb["score"].item() - ha["score"].item()) <= 1e-4
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_training_step_reaches_every_parameter(arch, data_dir):
-    model, task, args = build(arch, data_dir)
-    criterion = task.build_criterion(args)
-    model.train()
-    srcs = sentences(task, [7, 5, 9, 4])
-    tgts = sentences(task, [5, 8, 3, 6], seed=3)
+def training_sample(task, src_lengths=(7, 5, 9, 4), tgt_lengths=(5, 8, 3, 6)):
+    srcs = sentences(task, src_lengths)
+    tgts = sentences(task, tgt_lengths, seed=3)
     net_input = collate(task, srcs, tgts)
     target = net_input.pop("target")
-    sample = {
+    return {
         "id": torch.arange(len(srcs)), "net_input": net_input, "target": target,
         "ntokens": int(target.ne(task.target_dictionary.pad()).sum()), "nsentences": len(srcs),
     }
-    loss, sample_size, logging_output = criterion(model, sample)
-    assert torch.isfinite(loss)
+
+
+def training_step(model, task, args, seed=5):
+    """Loss and gradients of one training step (dropout on, seeded)."""
+    criterion = task.build_criterion(args)
+    model.train()
+    torch.manual_seed(seed)
+    loss, _, _ = criterion(model, training_sample(task))
     loss.backward()
+    return loss.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("arch", CASES)
+def test_training_step_reaches_every_parameter(arch, data_dir):
+    model, task, args = build(arch, data_dir)
+    loss, _ = training_step(model, task, args)
+    assert torch.isfinite(loss)
     no_grad = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
     assert not no_grad, f"parameters without gradient (DDP would need find_unused_parameters): {no_grad}"
     zero = [n for n, p in model.named_parameters() if p.requires_grad and not p.grad.abs().sum() > 0]
     assert not zero, f"parameters with an all-zero gradient: {zero}"
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", CASES)
 @torch.no_grad()
 def test_save_load_round_trip(arch, data_dir):
     model, task, args = build(arch, data_dir, seed=1)
@@ -169,3 +192,160 @@ def test_save_load_round_trip(arch, data_dir):
     fresh.eval()
     batch = collate(task, sentences(task, [6, 9]), sentences(task, [5, 5], seed=4))
     assert torch.equal(full_log_probs(model, batch), full_log_probs(fresh, batch))
+
+
+# --- fairseq features a WMT-scale user turns on -------------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--checkpoint-activations", "--offload-activations"])
+@pytest.mark.parametrize("arch", CASES)
+def test_checkpoint_activations_same_loss_and_gradients(arch, flag, data_dir):
+    """Layers recomputed in backward give the loss and gradients of the plain model (same seed, dropout on)."""
+    model, task, args = build(arch, data_dir)
+    loss, grads = training_step(model, task, args)
+    model_ckpt, task, args_ckpt = build(arch, data_dir, extra=[flag])
+    assert args_ckpt.checkpoint_activations
+    loss_ckpt, grads_ckpt = training_step(model_ckpt, task, args_ckpt)
+    assert abs(loss.item() - loss_ckpt.item()) <= 1e-6 * abs(loss.item())
+    assert [n for n, g in grads.items() if g is None] == [n for n, g in grads_ckpt.items() if g is None]
+    for name, g in grads.items():
+        if g is not None:
+            assert (g - grads_ckpt[name]).abs().max().item() <= 1e-6, name
+
+
+LAYERDROP = ["--encoder-layerdrop", "0.5", "--decoder-layerdrop", "0.5"]
+DROPPED = {"encoder": {1}, "decoder": {0, 2}}  # of 3 + 3 layers
+
+
+class IdentityEncoderLayer(nn.Module):
+    def forward(self, x, encoder_padding_mask=None, attn_mask=None, ctx=None):
+        return x
+
+
+class IdentityDecoderLayer(nn.Module):
+    def forward(self, x, *args, **kwargs):
+        return x, None, None
+
+
+def refusal_names_both_flags(error):
+    """A layer-drop refusal names the layer-drop flag and the technique's flag."""
+    message = str(error)
+    flags = set(re.findall(r"--[a-z][a-z-]+", message))
+    return bool(flags & {"--encoder-layerdrop", "--decoder-layerdrop"}) and len(flags) >= 2
+
+
+@pytest.mark.parametrize("arch", CASES)
+@torch.no_grad()
+def test_layerdrop_drops_to_the_identity_or_is_refused(arch, data_dir, monkeypatch):
+    """A layer LayerDrop skips is the identity: the output equals that of the same model whose
+    dropped layers are replaced by identity layers (so layer-indexed techniques keep their
+    structure); or the arch refuses the flag naming both flags."""
+    try:
+        model, task, _ = build(arch, data_dir, extra=LAYERDROP)
+    except ValueError as e:
+        assert refusal_names_both_flags(e), str(e)
+        return
+    assert isinstance(model.encoder.layers, LayerDropModuleList)
+    reference = copy.deepcopy(model)
+    for side, dropped in DROPPED.items():
+        identity = IdentityEncoderLayer if side == "encoder" else IdentityDecoderLayer
+        layers = list(nn.ModuleList.__iter__(getattr(reference, side).layers))
+        getattr(reference, side).layers = nn.ModuleList(
+            [identity() if i in dropped else m for i, m in enumerate(layers)]
+        )
+    model.eval()
+    reference.eval()
+    batch = collate(task, sentences(task, [6, 9, 3]), sentences(task, [5, 7, 4], seed=4))
+    undropped = full_log_probs(model, batch)
+    drops = {id(model.encoder.layers): DROPPED["encoder"], id(model.decoder.layers): DROPPED["decoder"]}
+
+    def fixed_drop(layers):  # LayerDrop with a fixed choice, also in eval mode
+        return (m for i, m in enumerate(nn.ModuleList.__iter__(layers)) if i not in drops[id(layers)])
+
+    monkeypatch.setattr(LayerDropModuleList, "__iter__", fixed_drop)
+    dropped = full_log_probs(model, batch)
+    assert (dropped - undropped).abs().max().item() > 1e-3  # the layers were really dropped
+    assert (dropped - full_log_probs(reference, batch)).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("arch", CASES)
+def test_layerdrop_training_steps(arch, data_dir):
+    """Random LayerDrop over several steps: a finite loss and a backward pass every time."""
+    try:
+        model, task, args = build(arch, data_dir, extra=LAYERDROP)
+    except ValueError as e:
+        assert refusal_names_both_flags(e), str(e)
+        return
+    for seed in range(6):
+        model.zero_grad()
+        loss, _ = training_step(model, task, args, seed=seed)
+        assert torch.isfinite(loss), f"seed {seed}"
+
+
+def test_declared_criterion_is_warned_about_when_replaced(data_dir, caplog):
+    assert fusion_options.DEFAULT_CRITERION, "no arch declares its criterion"
+    for arch, declared in fusion_options.DEFAULT_CRITERION.items():
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            build(arch, data_dir, criterion=declared)
+        assert not [r for r in caplog.records if "--criterion" in r.getMessage()]
+        with caplog.at_level(logging.WARNING):
+            build(arch, data_dir, criterion="cross_entropy")
+        warnings = [r.getMessage() for r in caplog.records if "--criterion" in r.getMessage()]
+        assert len(warnings) == 1
+        for part in (arch, declared, "cross_entropy", fusion_options.PAPER_CRITERION_SETTING[arch]):
+            assert part in warnings[0]
+
+
+def off_value_changed(flag):
+    """A value of ``flag`` other than its off value."""
+    if flag.choices:
+        return next(c for c in flag.choices if c != flag.default)
+    if flag.type is bool:
+        return not flag.default
+    if flag.type is int:
+        return (flag.default or 0) + 2
+    if flag.type is float:
+        return 0.5 if flag.default != 0.5 else 0.25
+    return "x"
+
+
+def switched_on(requirement):
+    """Flag settings that satisfy one requirement of ``Flag.requires``."""
+    if isinstance(requirement, str):
+        return {requirement: off_value_changed(fusion_options._flag(requirement))}
+    name, values = requirement
+    return {name: values[0]}
+
+
+def cli(settings):
+    out = []
+    for name, value in settings.items():
+        out += [fusion_options.option_name(name), str(value)]
+    return out
+
+
+def test_every_flag_is_a_switch_or_depends_on_one():
+    """A technique flag either turns a technique on or names what it configures (so it can be refused)."""
+    flags = [f for g in fusion_options.GROUPS for f in g.flags]
+    unclassified = [f.name for f in flags if f.switch == bool(f.requires)]
+    assert not unclassified, unclassified
+    switches = {f.name for f in flags if f.switch}
+    named = {r if isinstance(r, str) else r[0] for f in flags for r in f.requires}
+    assert named <= switches, named - switches
+
+
+DEPENDENT = [(f, r) for g in fusion_options.GROUPS for f in g.flags for r in f.requires]
+
+
+@pytest.mark.parametrize("flag,requirement", DEPENDENT, ids=[f"{f.name}<-{r if isinstance(r, str) else r[0]}" for f, r in DEPENDENT])
+def test_dependent_flag_needs_its_technique(flag, requirement, data_dir):
+    """Every flag that configures a technique is refused while the technique is off, and
+    accepted with it on."""
+    value = {flag.name: off_value_changed(flag)}
+    with pytest.raises(ValueError) as refused:
+        build("fusion_transformer", data_dir, extra=cli(value))
+    message = str(refused.value)
+    assert fusion_options.option_name(flag.name) in message
+    assert fusion_options.option_name(requirement if isinstance(requirement, str) else requirement[0]) in message
+    build("fusion_transformer", data_dir, extra=cli({**switched_on(requirement), **value}))

@@ -183,3 +183,19 @@ def test_bad_input_messages(multi30k_slice, trained, tmp_path):
     proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", str(tmp_path / "nope" / "train"),
                     "--validpref", str(tmp_path / "nope" / "val"), "--destdir", str(tmp_path / "y")], check=False)
     assert proc.returncode != 0 and "no text file" in proc.stderr and "nope/train.en" in proc.stderr
+
+
+def test_technique_modules_do_not_import_the_model():
+    """modules/ (techniques) and models/ (the model) share the flag registry, fusion_options.py;
+    a technique importing models/ would make the registry part of the model again."""
+    import ast
+    import glob
+
+    offenders = []
+    for path in glob.glob(os.path.join(REPO, "fairseq_fusion", "modules", "*.py")):
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.ImportFrom):
+                name = ("." * node.level) + (node.module or "")
+                if name.startswith("..models") or name.startswith("fairseq_fusion.models"):
+                    offenders.append(f"{os.path.basename(path)}: from {name} import ...")
+    assert not offenders, offenders

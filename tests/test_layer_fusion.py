@@ -167,7 +167,7 @@ def test_bad_mask_and_flags_fail_clearly(data_dir):
         build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-mask", "7")
     with pytest.raises(ValueError, match="--layer-attention-mask 1.*top-only"):
         build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-top-only", "--layer-attention-mask", "1")
-    with pytest.raises(ValueError, match="--layer-attention-mask needs --layer-attention"):
+    with pytest.raises(ValueError, match="--layer-attention-mask 0 configures a technique that is off: it needs --layer-attention"):
         build("fusion_transformer", data_dir, "--layer-attention-mask", "0")
     with pytest.raises(ValueError, match="--layer-attention-dropconnect"):
         build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-dropconnect", "1.5")

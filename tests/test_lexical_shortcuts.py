@@ -292,8 +292,8 @@ def test_variant_sites(tiny_dicts):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--lexical-shortcuts-feature-fusion"], "--lexical-shortcuts-feature-fusion needs --lexical-shortcuts"),
-    (["--lexical-shortcuts-enc-dec", "--lexical-shortcuts-nonlexical"], "--lexical-shortcuts-nonlexical applies"),
+    (["--lexical-shortcuts-feature-fusion"], "--lexical-shortcuts-feature-fusion True configures a technique that is off: it needs --lexical-shortcuts or --lexical-shortcuts-enc-dec"),
+    (["--lexical-shortcuts-enc-dec", "--lexical-shortcuts-nonlexical"], "--lexical-shortcuts-nonlexical True configures a technique that is off: it needs --lexical-shortcuts"),
     (["--lexical-shortcuts", "--decoder-sublayer-order", "sem-ifm"], "--decoder-sublayer-order sem-ifm"),
     (["--lexical-shortcuts", "--multilayer-attention", "2"], "--multilayer-attention and --lexical-shortcuts"),
 ])

@@ -189,7 +189,7 @@ def test_parameter_count(data_dir, arch, attentive, transparent):
 
 
 def test_phrase_flags_need_the_master_flag_and_cross_attention(data_dir):
-    with pytest.raises(ValueError, match="--phrase-glance need --phrase-representations"):
+    with pytest.raises(ValueError, match="--phrase-glance 'mean' configures a technique that is off: it needs --phrase-representations"):
         build(data_dir, "fusion_transformer", ["--phrase-glance", "mean"])
     with pytest.raises(ValueError, match="--no-cross-attention"):
         build(data_dir, "transformer_phrase", ["--no-cross-attention"])

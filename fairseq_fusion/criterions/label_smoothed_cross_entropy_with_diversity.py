@@ -7,7 +7,10 @@
 H^l is the output of layer l of a stack (what the layer module returns, before any layer
 aggregation of seam (b) is applied); the embedding layer is not a layer of Eq. 10.
 ``--diversity-in`` chooses the stacks; with both, L_diversity is the sum of the encoder's and
-the decoder's Eq. 10 (each is a regularizer of its stack).
+the decoder's Eq. 10 (each is a regularizer of its stack). With LayerDrop
+(``--encoder-layerdrop``/``--decoder-layerdrop``) Eq. 10 runs over the layers that ran in the
+step, the neighbours of a dropped layer counting as adjacent; a step that keeps fewer than two
+layers of a stack adds nothing for that stack.
 
 Sign convention: §3.2 says the term *encourages* diversity ("maximize the diversity across
 layers") while Eq. 9 adds it to a loss that is minimized. We implement the text: the
@@ -84,19 +87,27 @@ class LabelSmoothedCrossEntropyWithDiversityCriterion(LabelSmoothedCrossEntropyC
         self.diversity_lambda = diversity_lambda
         self.sides = [s for s in ("encoder", "decoder") if str(diversity_in) in ("both", s)]
 
-    def diversity(self, outputs: Dict[str, List[torch.Tensor]], sample) -> Dict[str, torch.Tensor]:
+    def diversity(self, outputs: Dict[str, List[torch.Tensor]], sample, num_layers: Dict[str, int]) -> Dict[str, torch.Tensor]:
         keep = {
             "encoder": sample["net_input"]["src_tokens"].ne(self.padding_idx),
             "decoder": sample["target"].ne(self.padding_idx),
         }
-        return {side: layer_diversity(outputs[side], keep[side]) for side in self.sides}
+        out = {}
+        for side in self.sides:
+            ran = outputs[side]
+            if len(ran) < 2 and num_layers[side] >= 2:  # LayerDrop kept fewer than 2 layers this step
+                out[side] = keep[side].new_zeros((), dtype=torch.float)
+            else:
+                out[side] = layer_diversity(ran, keep[side])
+        return out
 
     def forward(self, model, sample, reduce=True):
         with layer_outputs(model.encoder) as enc, layer_outputs(model.decoder) as dec:
             net_output = model(**sample["net_input"])
         loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-        per_side = self.diversity({"encoder": enc, "decoder": dec}, sample)
+        num_layers = {side: len(getattr(model, side).layers) for side in ("encoder", "decoder")}
+        per_side = self.diversity({"encoder": enc, "decoder": dec}, sample, num_layers)
         diversity = sum(per_side.values())
         loss = loss - self.diversity_lambda * diversity * sample_size  # maximize L_diversity (see docstring)
         logging_output = {

@@ -64,4 +64,8 @@ def transformer_hierarchical_aggregation_big(args):
     fusion_big_architecture(args)
 
 
-fusion_options.DEFAULT_CRITERION["transformer_hierarchical_aggregation_big"] = DIVERSITY_CRITERION
+fusion_options.declare_criterion(
+    "transformer_hierarchical_aggregation_big", DIVERSITY_CRITERION,
+    "Dou et al. 2018, §3.3 and Table 2: label-smoothed cross-entropy with the layer diversity term of "
+    "Eq. 9-10, lambda 1.0",
+)

@@ -20,10 +20,10 @@ from typing import Any, Dict, List, Optional
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor
 
-from .fusion_layers import FusionDecoderLayer
+from .layer_checkpoint import checkpoint_layer
+from .fusion_layers import FusionDecoderLayer, enumerate_layers
 
 
 class FusionTransformerDecoder(TransformerDecoderBase):
@@ -43,7 +43,7 @@ class FusionTransformerDecoder(TransformerDecoderBase):
         layer = FusionDecoderLayer(cfg, no_encoder_attn, layer_idx=self._layers_built)
         self._layers_built += 1
         if cfg.checkpoint_activations:
-            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+            layer = checkpoint_layer(layer, offload_to_cpu=cfg.offload_activations)
         min_params_to_wrap = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
         return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
 
@@ -120,7 +120,11 @@ class FusionTransformerDecoder(TransformerDecoderBase):
             "self_attn_padding_mask": self_attn_padding_mask,
             "extra": {},
         }
-        for idx, layer in enumerate(self.layers):
+        for idx, layer in enumerate_layers(self.layers):
+            if layer is None:  # dropped by LayerDrop: the identity
+                x = self.combine_layers(idx, x, states, ctx)
+                states.append(x)
+                continue
             if incremental_state is None and not full_context_alignment:
                 self_attn_mask = self.buffered_future_mask(x)
             else:

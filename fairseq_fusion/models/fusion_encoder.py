@@ -19,10 +19,10 @@ from typing import Dict, List, Optional
 import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerEncoderBase
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor
 
-from .fusion_layers import FusionEncoderLayer
+from .layer_checkpoint import checkpoint_layer
+from .fusion_layers import FusionEncoderLayer, enumerate_layers
 
 # batch dimension of each entry of the encoder output (all entries are lists of tensors)
 ENCODER_OUT_BATCH_DIMS = {
@@ -65,7 +65,7 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         layer = FusionEncoderLayer(cfg, layer_idx=self._layers_built)
         self._layers_built += 1
         if cfg.checkpoint_activations:
-            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+            layer = checkpoint_layer(layer, offload_to_cpu=cfg.offload_activations)
         min_params_to_wrap = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
         return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
 
@@ -111,8 +111,9 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         states = [x]
         ctx = {"embed": encoder_embedding.transpose(0, 1), "states": states,
                "padding_mask": layer_mask, "src_tokens": src_tokens, "inputs": extra_inputs or {}}
-        for idx, layer in enumerate(self.layers):
-            x = layer(x, encoder_padding_mask=layer_mask, ctx=ctx)
+        for idx, layer in enumerate_layers(self.layers):
+            if layer is not None:  # None: dropped by LayerDrop, the identity
+                x = layer(x, encoder_padding_mask=layer_mask, ctx=ctx)
             x = self.combine_layers(idx, x, states, layer_mask)
             states.append(x)
         x = self.stack_output(states, layer_mask)

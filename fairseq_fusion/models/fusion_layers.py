@@ -25,7 +25,16 @@ from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,
 )
-from torch import Tensor
+from torch import Tensor, nn
+
+
+def enumerate_layers(layers):
+    """``(index, layer)`` for every layer of a stack; ``layer`` is None where fairseq's LayerDrop
+    (``--encoder-layerdrop``/``--decoder-layerdrop``) skips it in this training step. A dropped
+    layer is the identity: its input becomes its output under its own index, so techniques that
+    read or weigh layers by index (``ctx["states"]``, layer combiners) keep their structure."""
+    kept = {id(m) for m in layers}  # iterating a LayerDropModuleList samples which layers run
+    return [(i, m if id(m) in kept else None) for i, m in enumerate(nn.ModuleList.__iter__(layers))]
 
 
 class SubLayerPlanMixin:

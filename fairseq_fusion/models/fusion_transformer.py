@@ -27,6 +27,7 @@ class FusionTransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         fusion_options.validate(args)
+        fusion_options.check_criterion(args)
         model = super().build_model(args, task)
         fusion_options.attach(model, args)
         return model

@@ -121,12 +121,12 @@ fusion_options.register(
                 "decoder_sublayer_order", "tem-sem-ifm",
                 "stacking order of the decoder sub-layers (Table 1): tem-sem-ifm (standard), "
                 "sem-tem-ifm, or sem-ifm (no self-attention)",
-                type=str, choices=sorted(ORDERS),
+                type=str, choices=sorted(ORDERS), switch=True,
             ),
             Flag(
                 "simplified_decoder", False,
                 "simplified decoder (§3.3): IFM is a single Add&Norm, the decoder FFNs are removed",
-                type=bool,
+                type=bool, switch=True,
             ),
         ],
         validate=validate,

@@ -39,6 +39,8 @@ from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
 
 KINDS = ("none", "dense", "linear", "iterative", "hierarchical")
+# the options that build AGG (Eq. 7) and so read --aggregation-function/--aggregation-residual
+AGG_USERS = [("layer_aggregation", ("iterative", "hierarchical")), "multilayer_attention"]
 FUNCTIONS = ("sigmoid", "relu", "attention")
 RESIDUALS = ("all", "top", "none")
 SIDES = ("both", "encoder", "decoder")
@@ -271,15 +273,17 @@ fusion_options.register(
         flags=[
             Flag("layer_aggregation", "none",
                  "combine the layers of a stack (Dou et al. 2018, §3.1.1): dense (Eq. 4), linear "
-                 "(Eq. 5), iterative (Eq. 6-7) or hierarchical (Fig. 2)", type=str, choices=list(KINDS)),
+                 "(Eq. 5), iterative (Eq. 6-7) or hierarchical (Fig. 2)", type=str, choices=list(KINDS), switch=True),
             Flag("layer_aggregation_in", "both",
-                 "which stacks aggregate their layers (Table 3)", type=str, choices=list(SIDES)),
+                 "which stacks aggregate their layers (Table 3)", type=str, choices=list(SIDES),
+                 requires=["layer_aggregation"]),
             Flag("aggregation_function", "sigmoid",
                  "FF of AGG (Eq. 7, Table 4): sigmoid or relu feed-forward, or multi-head attention "
-                 "over the inputs; also used by --multilayer-attention", type=str, choices=list(FUNCTIONS)),
+                 "over the inputs; also used by --multilayer-attention", type=str, choices=list(FUNCTIONS),
+                 requires=AGG_USERS),
             Flag("aggregation_residual", "all",
                  "residual of AGG (Table 4): all inputs, the top input only, or none", type=str,
-                 choices=list(RESIDUALS)),
+                 choices=list(RESIDUALS), requires=AGG_USERS),
         ],
         validate=validate,
         attach=attach,

@@ -134,10 +134,7 @@ def validate(args):
     mode = args.layer_attention
     if mode not in ("none", "fine", "coarse"):
         raise ValueError(f"--layer-attention: expected none, fine or coarse, got {mode!r}")
-    if mode == "none":
-        for flag, off in (("layer_attention_top_only", False), ("layer_attention_mask", None)):
-            if getattr(args, flag) not in (off, None):
-                raise ValueError(f"--{flag.replace('_', '-')} needs --layer-attention fine or coarse")
+    if mode == "none":  # sub-flags without the technique: fusion_options refuses them
         return
     p = args.layer_attention_dropconnect
     if not 0.0 <= p < 1.0:
@@ -178,16 +175,17 @@ fusion_options.register(
                  "decoder layer m attends S^m = sum_n softmax_n(w^{m,n}) * X^n over encoder layers "
                  "n = 0 (word embeddings) .. N: 'fine' (one weight per dimension, Liu et al. §3.2) "
                  "or 'coarse' (one scalar per layer pair, Bapna et al. 2018)",
-                 type=str, choices=["none", "fine", "coarse"]),
+                 type=str, choices=["none", "fine", "coarse"], switch=True),
             Flag("layer_attention_dropconnect", 0.3,
-                 "DropConnect probability on the layer-attention weights W (training only)", type=float),
+                 "DropConnect probability on the layer-attention weights W (training only)", type=float,
+                 requires=["layer_attention"]),
             Flag("layer_attention_top_only", False,
                  "only the top decoder layer attends, and only the embedding and output layers (§4)",
-                 type=bool),
+                 type=bool, requires=["layer_attention"]),
             Flag("layer_attention_mask", None,
                  "inference analysis (§3.3): zero the weight of this encoder layer (0 = embeddings) "
                  "and renormalize the others; e.g. --model-overrides \"{'layer_attention_mask': 0}\"",
-                 type=int),
+                 type=int, requires=["layer_attention"]),
         ],
         validate=validate,
         attach=attach,

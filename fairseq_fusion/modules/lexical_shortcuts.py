@@ -249,16 +249,8 @@ SIDES = ("both", "encoder", "decoder")
 def validate(args):
     self_attn = bool(args.lexical_shortcuts)
     enc_dec = bool(args.lexical_shortcuts_enc_dec)
-    if not (self_attn or enc_dec):
-        for name, off in (("feature_fusion", False), ("nonlexical", False)):
-            if getattr(args, "lexical_shortcuts_" + name) != off:
-                raise ValueError(
-                    f"--lexical-shortcuts-{name.replace('_', '-')} needs --lexical-shortcuts "
-                    "or --lexical-shortcuts-enc-dec"
-                )
+    if not (self_attn or enc_dec):  # sub-flags without the technique: fusion_options refuses them
         return
-    if args.lexical_shortcuts_nonlexical and not self_attn:
-        raise ValueError("--lexical-shortcuts-nonlexical applies to self-attention shortcuts: add --lexical-shortcuts")
     if enc_dec and getattr(args, "no_cross_attention", False):
         raise ValueError("--lexical-shortcuts-enc-dec needs decoder-to-encoder attention, but --no-cross-attention is set")
     on_decoder = self_attn and args.lexical_shortcuts_sides in ("both", "decoder")
@@ -312,20 +304,23 @@ fusion_options.register(
         title="lexical shortcuts (Emelin et al. 2019)",
         flags=[
             Flag("lexical_shortcuts", False,
-                 "gated shortcuts from the embedding layer into every self-attention (Eq. 5-12)", type=bool),
+                 "gated shortcuts from the embedding layer into every self-attention (Eq. 5-12)", type=bool, switch=True),
             Flag("lexical_shortcuts_sides", "both",
-                 "which stacks' self-attention gets shortcuts (Fig. 5 ablation)", type=str, choices=list(SIDES)),
+                 "which stacks' self-attention gets shortcuts (Fig. 5 ablation)", type=str, choices=list(SIDES),
+                 requires=["lexical_shortcuts"]),
             Flag("lexical_shortcuts_enc_dec", False,
                  "shortcuts into decoder-to-encoder attention with E = E^enc (§4.2, Table 4); "
-                 "alone, or with --lexical-shortcuts in addition to self-attention", type=bool),
+                 "alone, or with --lexical-shortcuts in addition to self-attention", type=bool, switch=True),
             Flag("lexical_shortcuts_feature_fusion", False,
-                 "feature-fusion: one projection of [E; H_(l-1)] split in halves (Eq. 13-14)", type=bool),
+                 "feature-fusion: one projection of [E; H_(l-1)] split in halves (Eq. 13-14)", type=bool,
+                 requires=["lexical_shortcuts", "lexical_shortcuts_enc_dec"]),
             Flag("lexical_shortcuts_nonlexical", False,
-                 "non-lexical shortcuts: layer n reads layer n-2, layers 1-2 the embeddings (§4.2)", type=bool),
+                 "non-lexical shortcuts: layer n reads layer n-2, layers 1-2 the embeddings (§4.2)", type=bool,
+                 requires=["lexical_shortcuts"]),
             Flag("lexical_shortcuts_embed", "layer",
                  "what E is: 'layer' = embedding layer output (scaled embeddings + positions, after "
                  "dropout; the authors' code), 'tokens' = scaled token embeddings only", type=str,
-                 choices=list(SOURCES)),
+                 choices=list(SOURCES), requires=["lexical_shortcuts", "lexical_shortcuts_enc_dec"]),
         ],
         validate=validate,
         attach=attach,

@@ -217,9 +217,10 @@ fusion_options.register(
         flags=[
             Flag("multilayer_attention", 0,
                  "K >= 2: self-attention of layer l attends layers l-1..l-K, combined by AGG "
-                 "(Dou et al. 2018, Eq. 8); 0 = off", type=int),
+                 "(Dou et al. 2018, Eq. 8); 0 = off", type=int, switch=True),
             Flag("multilayer_attention_in", "both",
-                 "which stacks' self-attention attends multiple layers", type=str, choices=list(SIDES)),
+                 "which stacks' self-attention attends multiple layers", type=str, choices=list(SIDES),
+                 requires=["multilayer_attention"]),
         ],
         validate=validate,
         attach=attach,

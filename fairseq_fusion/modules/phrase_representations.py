@@ -30,16 +30,13 @@ from .phrase_layers import (
 from .phrase_segmentation import PhraseSegmenter
 
 SUBLAYER = "phrase_attn"
+ON = ["phrase_representations"]
 DEFAULTS = {"phrase_glance": "max", "phrase_attentive": False,
             "phrase_transparent_attention": False, "phrase_segmentation": "ngram"}
 
 
 def validate(args):
-    if not getattr(args, "phrase_representations", False):
-        given = [name for name in DEFAULTS if getattr(args, name, None) not in (None, False)]
-        if given:
-            flags = ", ".join("--" + n.replace("_", "-") for n in given)
-            raise ValueError(f"{flags} need --phrase-representations (source phrase representations are off)")
+    if not getattr(args, "phrase_representations", False):  # sub-flags alone: fusion_options refuses them
         return
     if getattr(args, "no_cross_attention", False):
         raise ValueError(
@@ -50,6 +47,11 @@ def validate(args):
         raise ValueError(
             "--phrase-representations: the decoder attends encoder phrase vectors, so "
             f"--encoder-embed-dim ({args.encoder_embed_dim}) must equal --decoder-embed-dim ({args.decoder_embed_dim})"
+        )
+    if getattr(args, "encoder_layerdrop", 0) and option(args, "phrase_transparent_attention"):
+        raise ValueError(
+            "--encoder-layerdrop skips encoder layers, but --phrase-transparent-attention mixes the "
+            "phrase representations that every encoder layer builds (Eq. 6): use one of them"
         )
     segmentation = option(args, "phrase_segmentation")
     task = getattr(args, "task", None)
@@ -102,12 +104,14 @@ def attach(model, args):
 fusion_options.register(OptionGroup(
     title="source phrase representations (Xu et al. 2020)",
     flags=[
-        Flag("phrase_representations", False, "attend source phrase representations in every encoder and decoder layer", type=bool),
-        Flag("phrase_glance", None, "F_glance of Eq. 2 (default max)", choices=["mean", "max"]),
-        Flag("phrase_attentive", False, "attentive phrase representation, Eq. 3-5 (else F_glance alone)", type=bool),
-        Flag("phrase_transparent_attention", False, "decoder layers mix all encoder layers' phrases, Eq. 6 (else the last)", type=bool),
+        Flag("phrase_representations", False, "attend source phrase representations in every encoder and decoder layer", type=bool, switch=True),
+        Flag("phrase_glance", None, "F_glance of Eq. 2 (default max)", choices=["mean", "max"], requires=ON),
+        Flag("phrase_attentive", False, "attentive phrase representation, Eq. 3-5 (else F_glance alone)", type=bool,
+             requires=ON),
+        Flag("phrase_transparent_attention", False, "decoder layers mix all encoder layers' phrases, Eq. 6 (else the last)",
+             type=bool, requires=ON),
         Flag("phrase_segmentation", None, "ngram (footnote 2, default) or parse (Algorithm 1, --task translation_with_phrases)",
-             choices=["ngram", "parse"]),
+             choices=["ngram", "parse"], requires=ON),
     ],
     validate=validate,
     attach=attach,

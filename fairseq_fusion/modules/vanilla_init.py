@@ -88,7 +88,7 @@ fusion_options.register(
             Flag("init_from_vanilla", None,
                  "checkpoint of a fairseq transformer / fusion_transformer of the same sizes: load its "
                  "parameters when the model is built; parameters the options add stay freshly initialized",
-                 type=str),
+                 type=str, switch=True),
         ],
         finalize=finalize,
     )
