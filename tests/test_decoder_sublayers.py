@@ -104,9 +104,9 @@ def test_layer_computes_the_papers_equations(arch, data_dir):
 def test_parameter_delta_is_the_decoder_ffns(arch, d, f, table_ffn, table_self_attn, data_dir):
     base_arch = "fusion_transformer_big" if arch.endswith("_big") else "fusion_transformer"
     with torch.device("meta"):
-        standard, _, _ = build(data_dir, base_arch, small=False)
-        simplified, _, _ = build(data_dir, arch, small=False)
-        no_tem, _, _ = build(data_dir, base_arch, "--decoder-sublayer-order", "sem-ifm", small=False)
+        standard, _, _ = build(data_dir, base_arch, "--share-all-embeddings", small=False)
+        simplified, _, _ = build(data_dir, arch, small=False)  # the presets share embeddings (footnote 6)
+        no_tem, _, _ = build(data_dir, base_arch, "--decoder-sublayer-order", "sem-ifm", "--share-all-embeddings", small=False)
     layers = 6
     ffn = layers * (d * f + f + f * d + d)  # fc1 + fc2 of every decoder layer
     add_norm_ii = layers * 2 * d  # the LayerNorm of Add&Norm II goes with the FFN
@@ -120,6 +120,45 @@ def test_parameter_delta_is_the_decoder_ffns(arch, d, f, table_ffn, table_self_a
     names = [n for n, _ in simplified.decoder.named_parameters()]
     assert not [n for n in names if ".fc1." in n or ".fc2." in n or "final_layer_norm" in n]
     assert any(".fc1." in n for n, _ in simplified.encoder.named_parameters())
+
+
+# footnote 6: "the total number of parameters in Base and Big models are 62.9M and 213.9M
+# respectively on En-De" -- fairseq's transformer with one shared embedding table of V symbols
+FOOTNOTE6_VOCAB = 36640
+
+
+def transformer_parameters(d, f, layers, vocab):
+    """Parameters of a post-norm fairseq transformer with all embeddings shared, written out."""
+    attention = 4 * (d * d + d)
+    ffn = d * f + f + f * d + d
+    encoder_layer = attention + ffn + 2 * 2 * d
+    decoder_layer = 2 * attention + ffn + 3 * 2 * d
+    return layers * (encoder_layer + decoder_layer) + vocab * d
+
+
+@pytest.fixture(scope="module")
+def footnote6_dicts(tmp_path_factory):
+    return write_dicts(tmp_path_factory.mktemp("footnote6_dicts"), FOOTNOTE6_VOCAB - 4)  # + 4 special symbols
+
+
+@pytest.mark.parametrize("standard_arch,simplified_arch,d,f,paper_total", [
+    ("fusion_transformer", "transformer_simplified_decoder", 512, 2048, 62.9),
+    ("fusion_transformer_big", "transformer_simplified_decoder_big", 1024, 4096, 213.9),
+])
+def test_footnote6_totals_with_shared_embeddings(standard_arch, simplified_arch, d, f, paper_total, footnote6_dicts):
+    with torch.device("meta"):
+        standard, task, _ = build(footnote6_dicts, standard_arch, "--share-all-embeddings", small=False)
+        simplified, _, _ = build(footnote6_dicts, simplified_arch, small=False)
+        orders = [build(footnote6_dicts, a, small=False)[0] for a in ("transformer_sem_tem_ifm", "transformer_sem_ifm")]
+    assert len(task.source_dictionary) == FOOTNOTE6_VOCAB
+    total = transformer_parameters(d, f, 6, FOOTNOTE6_VOCAB)
+    assert n_params(standard) == total
+    assert round(total / 1e6, 1) == paper_total
+    # the simplified model: the footnote's total less Table 3's IFM column (FFN + its LayerNorm)
+    assert n_params(simplified) == total - 6 * (d * f + f + f * d + d + 2 * d)
+    if d == 512:  # Table 1's orders are base models: same embedding sharing
+        assert n_params(orders[0]) == total
+        assert n_params(orders[1]) == total - 6 * (4 * (d * d + d) + 2 * d)
 
 
 def test_standard_checkpoint_does_not_load_strictly_into_simplified(data_dir):

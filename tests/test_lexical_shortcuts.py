@@ -194,14 +194,22 @@ def n_params(data_dir, arch):
     ("transformer_lexical_shortcuts_ff_big", "transformer_vaswani_wmt_en_de_big"),
 ])
 def test_parameter_increase_matches_table5(table5_dicts, arch, base):
+    """Exact: 12 attention sub-layers (6 encoder + 6 decoder self-attentions) each add W^{K_SC},
+    W^{V_SC} (d x d, no bias; 2d x d with feature-fusion) and the gate biases b^K, b^V; feature-
+    fusion adds E's columns of the hidden halves of W^K, W^V (d x d each)."""
+    d = 1024 if arch.endswith("_big") else 512
+    per_layer = (2 * d * d + 2 * d) if not arch.endswith(("_ff", "_ff_big")) else (2 * 2 * d * d + 2 * d * d + 2 * d)
     delta = n_params(table5_dicts, arch) - n_params(table5_dicts, base)
-    paper = (TABLE5[arch] - TABLE5[base]) * 1000
-    assert abs(delta - paper) / paper < 0.01, (arch, delta, paper)
+    assert delta == 12 * per_layer
+    assert round(n_params(table5_dicts, arch) / 1000) == TABLE5[arch]  # the paper's thousands, as printed
 
 
 def test_table5_vocabulary_reproduces_baseline_sizes(table5_dicts):
-    for arch in ("transformer", "transformer_vaswani_wmt_en_de_big"):
-        assert abs(n_params(table5_dicts, arch) / 1000 - TABLE5[arch]) < 1.0
+    for arch, d, f in (("transformer", 512, 2048), ("transformer_vaswani_wmt_en_de_big", 1024, 4096)):
+        attention, ffn = 4 * (d * d + d), d * f + f + f * d + d
+        total = 6 * (attention + ffn + 4 * d) + 6 * (2 * attention + ffn + 6 * d) + 41070 * d
+        assert n_params(table5_dicts, arch) == total
+        assert round(total / 1000) == TABLE5[arch]
 
 
 def test_small_presets_halve_the_base_model(tiny_dicts):
@@ -286,6 +294,23 @@ def test_variant_sites(tiny_dicts):
     assert sites["enc_dec_plus_self"] == ["decoder.encoder_attn", "decoder.self_attn", "encoder.self_attn"]
     assert sites["encoder_only"] == ["encoder.self_attn"]
     assert sites["decoder_only_tokens"] == ["decoder.self_attn"]
+
+
+@pytest.mark.parametrize("arch,expected_sites,nonlexical", [
+    ("transformer_lexical_shortcuts_ff_enc_dec", ["decoder.encoder_attn"], False),
+    ("transformer_lexical_shortcuts_ff_enc_dec_self", ["decoder.encoder_attn", "decoder.self_attn", "encoder.self_attn"], False),
+    ("transformer_lexical_shortcuts_ff_nonlexical", ["decoder.self_attn", "encoder.self_attn"], True),
+    ("transformer_lexical_shortcuts_ff_encoder_only", ["encoder.self_attn"], False),
+    ("transformer_lexical_shortcuts_ff_decoder_only", ["decoder.self_attn"], False),
+])
+def test_variant_presets_are_feature_fusion_models(tiny_dicts, arch, expected_sites, nonlexical):
+    """Table 4 / Fig. 5 variants as the paper trained them: on the feature-fusion model, tied embeddings."""
+    model, _, args = build(tiny_dicts, arch, SMALL)
+    shortcut = {n: m for n, m in model.named_modules() if isinstance(m, ShortcutMultiheadAttention)}
+    assert sorted({n.split(".layers.")[0] + "." + n.split(".")[-1] for n in shortcut}) == expected_sites
+    assert all(m.feature_fusion and m.k_embed_proj is not None for m in shortcut.values())
+    assert [m.nonlexical for n, m in shortcut.items() if "self_attn" in n] == [nonlexical] * sum("self_attn" in n for n in shortcut)
+    assert args.share_all_embeddings
 
 
 # --- bad input ----------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ with gated shortcuts (Eq. 5-12) or shortcuts + feature-fusion (Eq. 13-14).
 All tie the encoder, decoder and output embeddings (A.1). The training settings of A.1
 (Adam, inverse square root schedule, warm-up 6000 with shortcuts / 8000 with feature-fusion /
 16000 big, 25,000-token batches) are the recipes' (``recipes/common/settings.py``, paper
-"emelin"). Variants (§4.2) are flags: --lexical-shortcuts-enc-dec, --lexical-shortcuts-sides,
---lexical-shortcuts-nonlexical.
+"emelin"). Variants (§4.2, Table 4, Fig. 5) are flags (--lexical-shortcuts-enc-dec,
+--lexical-shortcuts-sides, --lexical-shortcuts-nonlexical) and, as the paper trains them,
+presets on the feature-fusion model (``transformer_lexical_shortcuts_ff_<variant>``).
 """
 from fairseq.models import register_model_architecture
 
@@ -58,3 +59,47 @@ def transformer_lexical_shortcuts_ff_big(args):
     _shortcuts(args, True)
     fusion_big_architecture(args)
 
+
+
+# §4.2 variants (Table 4, Fig. 5). The paper trains them on the feature-fusion model: Table 4's
+# "+ self-attn. shortcuts" row (27.7 / 41.6 / 32) is Table 1's "+ feature-fusion" row, and §4
+# analyses "the model incorporating lexical shortcuts as well as feature-fusion".
+
+def _variant(args, self_attention=True, enc_dec=False, sides="both", nonlexical=False):
+    args.lexical_shortcuts = getattr(args, "lexical_shortcuts", self_attention)
+    args.lexical_shortcuts_enc_dec = getattr(args, "lexical_shortcuts_enc_dec", enc_dec)
+    if self_attention:
+        args.lexical_shortcuts_sides = getattr(args, "lexical_shortcuts_sides", sides)
+        args.lexical_shortcuts_nonlexical = getattr(args, "lexical_shortcuts_nonlexical", nonlexical)
+    _shortcuts(args, True)
+    fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_enc_dec")
+def transformer_lexical_shortcuts_ff_enc_dec(args):
+    """Table 4 "dec-to-enc shortcuts": E = E^enc in decoder-to-encoder attention only."""
+    _variant(args, self_attention=False, enc_dec=True)
+
+
+@register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_enc_dec_self")
+def transformer_lexical_shortcuts_ff_enc_dec_self(args):
+    """Table 4 "dec-to-enc shortcuts + self-attn. shortcuts"."""
+    _variant(args, self_attention=True, enc_dec=True)
+
+
+@register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_nonlexical")
+def transformer_lexical_shortcuts_ff_nonlexical(args):
+    """Table 4 "non-lexical shortcuts": layer n reads layer n-2 (footnote 5)."""
+    _variant(args, nonlexical=True)
+
+
+@register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_encoder_only")
+def transformer_lexical_shortcuts_ff_encoder_only(args):
+    """Fig. 5: shortcuts disabled in the decoder."""
+    _variant(args, sides="encoder")
+
+
+@register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_decoder_only")
+def transformer_lexical_shortcuts_ff_decoder_only(args):
+    """Fig. 5: shortcuts disabled in the encoder."""
+    _variant(args, sides="decoder")
