@@ -199,3 +199,15 @@ def test_technique_modules_do_not_import_the_model():
                 if name.startswith("..models") or name.startswith("fairseq_fusion.models"):
                     offenders.append(f"{os.path.basename(path)}: from {name} import ...")
     assert not offenders, offenders
+
+
+def test_readme_lists_every_registered_arch():
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from fairseq_fusion.models import FusionTransformerModel
+
+    text = open(os.path.join(REPO, "README.md")).read()
+    table = text.split("<!-- ARCH TABLE -->")[1].split("<!-- /ARCH TABLE -->")[0]
+    listed = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    registered = {a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel}
+    assert listed == registered, (sorted(registered - listed), sorted(listed - registered))

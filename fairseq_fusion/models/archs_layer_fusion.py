@@ -6,17 +6,27 @@ from ..modules import layer_attention, surface_fusion  # noqa: F401  (registers 
 from .archs_base import fusion_base_architecture, fusion_big_architecture
 
 
+def _layer_attention(args, granularity):
+    args.layer_attention = getattr(args, "layer_attention", granularity)
+    args.layer_attention_dropconnect = getattr(args, "layer_attention_dropconnect", 0.3)
+
+
 @register_model_architecture("fusion_transformer", "transformer_fine_grained_layer_attention")
 def transformer_fine_grained_layer_attention(args):
-    args.layer_attention = getattr(args, "layer_attention", "fine")
-    args.layer_attention_dropconnect = getattr(args, "layer_attention_dropconnect", 0.3)
+    _layer_attention(args, "fine")
     fusion_base_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_fine_grained_layer_attention_big")
+def transformer_fine_grained_layer_attention_big(args):
+    """Transformer-Big with FGLA: Table 2's En-De and En-Fr rows (Table 4: Big)."""
+    _layer_attention(args, "fine")
+    fusion_big_architecture(args)
 
 
 @register_model_architecture("fusion_transformer", "transformer_coarse_layer_attention")
 def transformer_coarse_layer_attention(args):
-    args.layer_attention = getattr(args, "layer_attention", "coarse")
-    args.layer_attention_dropconnect = getattr(args, "layer_attention_dropconnect", 0.3)
+    _layer_attention(args, "coarse")
     fusion_base_architecture(args)
 
 
@@ -44,4 +54,11 @@ def transformer_surface_fusion_soft(args):
 def transformer_surface_fusion_big(args):
     """Transformer-Big with hard fusion, lambda = 0.9, tau = 1 (WMT14 En-De / En-Fr, Table 2, 4)."""
     _surface_fusion(args, "hard", 0.9, 1.0)
+    fusion_big_architecture(args)
+
+
+@register_model_architecture("fusion_transformer", "transformer_surface_fusion_soft_big")
+def transformer_surface_fusion_soft_big(args):
+    """Transformer-Big with soft fusion (Eq. 7), tau = 5: Table 2's En-De and En-Fr rows."""
+    _surface_fusion(args, "soft", 0.9, 5.0)
     fusion_big_architecture(args)
