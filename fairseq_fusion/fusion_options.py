@@ -5,6 +5,7 @@ its flags with their off-defaults, a validation of the combination, and ``attach
 installs the technique into a built model through the seams. The base architecture sets
 every flag to its off value, so presets only name what they switch on.
 """
+import argparse
 import logging
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple, Union
@@ -26,6 +27,9 @@ class Flag:
     # the technique(s) this flag configures: setting it while none is on is an error
     requires: Sequence[Requirement] = ()
     switch: bool = False  # turns a technique on by itself (every other flag has ``requires``)
+    # what checkpoints written before the flag existed computed (OPTIONS_VERSION 1), when that
+    # differs from ``default``; such a checkpoint gets this value, never silently the new default
+    legacy: object = None
 
 
 @dataclass
@@ -39,6 +43,12 @@ class OptionGroup:
 
 GROUPS: List[OptionGroup] = []
 
+# Version of the flags' meaning, stored in every checkpoint's args (fairseq's parser adds it to
+# fresh arguments). 2: flags with a ``legacy`` value exist; arguments without a version are a
+# checkpoint of version 1 and get the legacy values.
+OPTIONS_VERSION = 2
+VERSION_KEY = "fusion_options_version"
+
 
 def register(group: OptionGroup) -> OptionGroup:
     GROUPS.append(group)
@@ -46,6 +56,7 @@ def register(group: OptionGroup) -> OptionGroup:
 
 
 def add_args(parser):
+    parser.add_argument("--" + VERSION_KEY.replace("_", "-"), type=int, default=OPTIONS_VERSION, help=argparse.SUPPRESS)
     for group in GROUPS:
         argp = parser.add_argument_group(group.title)
         for flag in group.flags:
@@ -57,11 +68,26 @@ def add_args(parser):
 
 
 def set_defaults(args):
-    """Fill every technique flag the args lack with its off value (used by every arch)."""
-    for group in GROUPS:
-        for flag in group.flags:
-            if getattr(args, flag.name, None) is None:
-                setattr(args, flag.name, flag.default)
+    """Fill every technique flag the args lack with its off value (used by every arch); the
+    arguments of a checkpoint written before a flag existed get the flag's ``legacy`` value."""
+    version = getattr(args, VERSION_KEY, None) or 1
+    flags = [f for g in GROUPS for f in g.flags]
+    unset = [f for f in flags if getattr(args, f.name, None) is None]
+    for flag in unset:
+        if flag.legacy is None:
+            setattr(args, flag.name, flag.default)
+    for flag in unset:  # after the switches they depend on are filled in
+        if flag.legacy is None:
+            continue
+        value = flag.default
+        if version < OPTIONS_VERSION and any(_is_on(args, req) for req in flag.requires):
+            value = flag.legacy
+            logger.warning(
+                f"arguments of fairseq-fusion options version {version} (an older checkpoint): "
+                f"{option_name(flag.name)} {value}, what that version computed"
+            )
+        setattr(args, flag.name, value)
+    setattr(args, VERSION_KEY, version)
 
 
 def option_name(name: str) -> str:

@@ -5,6 +5,7 @@ no edit here; the documented combinations of techniques (``models/combinations.p
 checked the same way. Models are built at small sizes the way ``fairseq-train`` builds them (task
 from a data directory with dictionaries, argparse with the arch's preset), on CPU.
 """
+import argparse
 import copy
 import io
 import logging
@@ -15,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 from fairseq import options, tasks
-from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.modules import LayerDropModuleList
 from fairseq.sequence_generator import SequenceGenerator
 
@@ -349,3 +350,26 @@ def test_dependent_flag_needs_its_technique(flag, requirement, data_dir):
     assert fusion_options.option_name(flag.name) in message
     assert fusion_options.option_name(requirement if isinstance(requirement, str) else requirement[0]) in message
     build("fusion_transformer", data_dir, extra=cli({**switched_on(requirement), **value}))
+
+
+LEGACY = [f for g in fusion_options.GROUPS for f in g.flags if f.legacy is not None]
+
+
+@pytest.mark.parametrize("flag", LEGACY, ids=[f.name for f in LEGACY])
+def test_checkpoint_arguments_before_a_flag_existed_keep_what_they_computed(flag, data_dir):
+    """Arguments without the options version (a checkpoint written before the flag existed) get
+    the flag's legacy value, not the new default; fresh arguments get the default."""
+    requirement = flag.requires[0]
+    switch = switched_on(requirement)
+    model, task, args = build("fusion_transformer", data_dir, extra=cli(switch))
+    assert getattr(args, flag.name) == flag.default and flag.default != flag.legacy
+    old = argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in (flag.name, fusion_options.VERSION_KEY)})
+    ARCH_CONFIG_REGISTRY[old.arch](old)
+    fusion_options.validate(old)
+    assert getattr(old, flag.name) == flag.legacy
+    unrelated = argparse.Namespace(**{k: v for k, v in vars(old).items() if k not in [f.name for f in LEGACY]})
+    for name in switch:
+        delattr(unrelated, name)
+    ARCH_CONFIG_REGISTRY[unrelated.arch](unrelated)
+    fusion_options.validate(unrelated)  # an old checkpoint without the technique is not refused
+    assert getattr(unrelated, flag.name) == flag.default

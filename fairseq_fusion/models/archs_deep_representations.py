@@ -1,6 +1,8 @@
 """Named architectures of Dou et al. (2018), "Exploiting Deep Representations for Neural Machine
 Translation": Table 1 (base, applied to encoder and decoder) and Table 2 ("deep
-representations" = hierarchical aggregation + layer diversity, big model)."""
+representations" = hierarchical aggregation + layer diversity, big model). The flags'
+defaults are the readings that reproduce the paper's parameter counts
+(docs/deep_representations.md); the other readings stay reachable through the same flags."""
 from fairseq.models import register_model_architecture
 
 from ..modules import layer_aggregation, multilayer_attention, vanilla_init  # noqa: F401  (registers the flags)
@@ -17,14 +19,14 @@ def _aggregation(args, kind):
 
 @register_model_architecture("fusion_transformer", "transformer_dense")
 def transformer_dense(args):
-    """Table 1 row 2: dense connection (Eq. 4), +0.0M."""
+    """Table 1 row 2: dense connection (Eq. 4), +0.0M; the sum adds the lower layers' own outputs."""
     _aggregation(args, "dense")
     fusion_base_architecture(args)
 
 
 @register_model_architecture("fusion_transformer", "transformer_linear_combination")
 def transformer_linear_combination(args):
-    """Table 1 row 3: linear combination (Eq. 5)."""
+    """Table 1 row 3: linear combination (Eq. 5) at every layer's input and the output, +14.7M."""
     _aggregation(args, "linear")
     fusion_base_architecture(args)
 
@@ -45,14 +47,14 @@ def transformer_hierarchical_aggregation(args):
 
 @register_model_architecture("fusion_transformer", "transformer_multilayer_attention")
 def transformer_multilayer_attention(args):
-    """Table 1 row 6: multi-layer attention with k = 2 (Eq. 8), the paper's default k."""
+    """Table 1 row 6: multi-layer attention with k = 2 (Eq. 8), the paper's default k, +33.6M."""
     args.multilayer_attention = getattr(args, "multilayer_attention", 2)
     fusion_base_architecture(args)
 
 
 @register_model_architecture("fusion_transformer", "transformer_multilayer_attention_k3")
 def transformer_multilayer_attention_k3(args):
-    """Table 1 row 7: multi-layer attention with k = 3."""
+    """Table 1 row 7: multi-layer attention with k = 3, +37.8M."""
     args.multilayer_attention = getattr(args, "multilayer_attention", 3)
     fusion_base_architecture(args)
 

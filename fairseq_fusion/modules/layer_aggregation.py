@@ -3,13 +3,26 @@ Translation", §3.1.1, Fig. 1-2, Tables 3-4).
 
 Installed through seam (b) (``encoder.layer_combiner`` / ``decoder.layer_combiner``) of the
 stacks chosen by ``--layer-aggregation-in``. H^l is layer l's output (l = 1..L); the
-embedding layer's output is not aggregated (the equations start at l = 1).
+embedding layer's output H^0 is not aggregated (the equations start at l = 1), except by the
+``every-layer`` linear combination below (Table 1's count needs it).
 
 - ``dense`` (Eq. 4): H^l = Layer(H^{l-1}) + sum_{i=1}^{l-1} H^i; no parameters. The sum is
   what the next layer reads and what the stack returns (Eq. 4 defines H^l that way).
-- ``linear`` (Eq. 5): stack output Ĥ = sum_{l=1}^{L} W_l H^l, W_l learnable d x d matrices,
-  no normalization, no bias. Reading: W_L starts as the identity and W_{l<L} as zero, so a
-  model started from a vanilla checkpoint (§4.1) starts from the vanilla output.
+  ``--dense-sum`` says what the sum adds: ``layers`` (default) = each lower layer's own
+  output R^i = Layer(H^{i-1}), i.e. H^l = sum_{i=1}^{l} R^i (DenseNet's concatenation of the
+  layers' outputs, made a sum as §3.1.1 says); ``recursive`` = the H^i of Eq. 4 taken
+  literally, each already a sum, so layer 1 weighs 2^{L-2} in the stack output (16, 8, 4, 2,
+  1, 1 for L = 6). Both add +0.0M (Table 1 row 2).
+- ``linear`` (Eq. 5): learnable d x d matrices, no normalization, no bias.
+  ``--linear-combination-at`` (reading): ``every-layer`` (default) = the input of every layer
+  l and the stack output are linear combinations of all lower states, embedding layer
+  included: x^l = sum_{k=0}^{l-1} W^l_k H^k (an extra first sub-layer of layer l, seam d,
+  reading the raw outputs in ``ctx["states"]``) and Ĥ = sum_{k=0}^{L} W_k H^k; 28 matrices a
+  stack for L = 6, 56 in all = Table 1's +14.7M (the structure of DLCL, Wang et al. 2019,
+  with matrices for its scalars and without its LayerNorm); ``output`` = Eq. 5 as written,
+  Ĥ = sum_{l=1}^{L} W_l H^l at the stack output only (+3.1M). Both start as the vanilla stack
+  (the matrix of the state the vanilla model reads there is the identity, the others zero),
+  so a model started from a vanilla checkpoint (§4.1) computes the vanilla model.
 - ``iterative`` (Eq. 6): Ĥ^1 = H^1, Ĥ^l = AGG(H^l, Ĥ^{l-1}); Ĥ^L is the stack output; the
   backbone is unchanged (Fig. 1d: nothing is fed back).
 - ``hierarchical`` (§3.1.1, Fig. 2b): node Ĥ^i = AGG(H^{2i-1}, H^{2i}) for i = 1 and
@@ -44,6 +57,9 @@ AGG_USERS = [("layer_aggregation", ("iterative", "hierarchical")), "multilayer_a
 FUNCTIONS = ("sigmoid", "relu", "attention")
 RESIDUALS = ("all", "top", "none")
 SIDES = ("both", "encoder", "decoder")
+DENSE_SUMS = ("layers", "recursive")
+LINEAR_AT = ("every-layer", "output")
+LAYER_INPUT = "linear_combination"  # name of LayerInputCombination in a layer's plan
 
 
 class Aggregation(nn.Module):
@@ -109,10 +125,19 @@ class Aggregation(nn.Module):
 
 
 class DenseConnection(nn.Module):
-    """Eq. 4: H^l = Layer(H^{l-1}) + sum_{i=1}^{l-1} H^i (additive, no parameters)."""
+    """Eq. 4, additive, no parameters: H^l = Layer(H^{l-1}) + the sum over the lower layers i < l
+    of their own outputs Layer(H^{i-1}) (``recursive=False``, so H^l = sum_{i<=l} Layer(H^{i-1}))
+    or of the H^i themselves (``recursive=True``, Eq. 4's symbols taken literally)."""
+
+    def __init__(self, recursive: bool = False):
+        super().__init__()
+        self.recursive = recursive
 
     def combine_layers(self, idx, x, states, _mask_or_ctx):
-        return x + sum(states[1:])  # states = [embedding layer, H^1, ..., H^{l-1}]
+        # states = [embedding layer, H^1, ..., H^{l-1}], x = Layer(H^{l-1})
+        if self.recursive:
+            return x + sum(states[1:])
+        return x if idx == 0 else x + states[-1]  # H^{l-1} = sum of the lower layers' own outputs
 
     def stack_output(self, states, _mask_or_ctx):
         return states[-1]
@@ -121,26 +146,76 @@ class DenseConnection(nn.Module):
         return []
 
 
-class LinearCombination(nn.Module):
-    """Eq. 5: Ĥ = sum_{l=1}^{L} W_l H^l with learnable, unnormalized d x d matrices W_l."""
+def linear_weights(num_inputs: int, dim: int) -> nn.ModuleList:
+    """Unnormalized d x d matrices without bias, the last the identity and the others zero (the
+    combination starts as its last input: the state the vanilla model reads there)."""
+    weights = nn.ModuleList(nn.Linear(dim, dim, bias=False) for _ in range(num_inputs))
+    with torch.no_grad():
+        for w in weights:
+            w.weight.zero_()
+        weights[-1].weight.copy_(torch.eye(dim))
+    return weights
 
-    def __init__(self, num_layers: int, dim: int):
+
+class LayerInputCombination(nn.Module):
+    """``--linear-combination-at every-layer``: the first sub-layer (seam d) of layer l (1-based)
+    replaces its input by x^l = sum_{k=0}^{l-1} W^l_k H^k over the raw outputs of the embedding
+    layer and the lower layers (``ctx["states"]``; the layer's own input is H^{l-1})."""
+
+    def __init__(self, layer_idx: int, dim: int):
         super().__init__()
-        self.weights = nn.ModuleList(nn.Linear(dim, dim, bias=False) for _ in range(num_layers))
-        with torch.no_grad():  # start as the vanilla stack: W_L = I, W_{l<L} = 0
-            for w in self.weights:
-                w.weight.zero_()
-            self.weights[-1].weight.copy_(torch.eye(dim))
-        self.input_names = [f"H^{l}" for l in range(1, num_layers + 1)]
+        self.layer_idx = layer_idx
+        self.weights = linear_weights(layer_idx + 1, dim)
+        self.input_names = [f"H^{k}" for k in range(layer_idx + 1)]
+        self.name = f"x^{layer_idx + 1}"
+
+    def forward(self, x, st):
+        # indexed from the bottom: a checkpointed layer recomputes in backward, when the stack
+        # has appended the states above it
+        lower = st["ctx"]["states"][: self.layer_idx]  # H^0..H^{l-2}; x = H^{l-1}
+        if len(lower) != self.layer_idx:
+            raise RuntimeError(
+                f"--linear-combination-at every-layer: layer {self.layer_idx + 1} expects the "
+                f"{self.layer_idx} states below its input, got {len(lower)}"
+            )
+        return sum(w(h) for w, h in zip(self.weights, list(lower) + [x]))
+
+    def input_weights(self):
+        return [w.weight for w in self.weights]
+
+
+class LinearCombination(nn.Module):
+    """Eq. 5: Ĥ = sum_l W_l H^l with learnable, unnormalized d x d matrices W_l, over H^1..H^L
+    (``every_layer=False``, Eq. 5 as written) or over H^0..H^L with every layer's input
+    combined too (``every_layer=True``: the layers' ``LayerInputCombination``, installed by
+    ``attach``; they are registered in the layers, listed here for ``nodes``)."""
+
+    def __init__(self, num_layers: int, dim: int, every_layer: bool = False):
+        super().__init__()
+        self.every_layer = every_layer
+        self.first = 0 if every_layer else 1  # the lowest state combined: embedding layer or H^1
+        self.weights = linear_weights(num_layers + 1 - self.first, dim)
+        self.input_names = [f"H^{l}" for l in range(self.first, num_layers + 1)]
+        self.__dict__["layer_inputs"] = []  # plain list: the modules belong to the layers
 
     def combine_layers(self, idx, x, states, _mask_or_ctx):
         return x
 
     def stack_output(self, states, _mask_or_ctx):
-        return sum(w(h) for w, h in zip(self.weights, states[1:]))
+        return sum(w(h) for w, h in zip(self.weights, states[self.first:]))
+
+    def install_layer_inputs(self, layers, dim):
+        """Put a ``LayerInputCombination`` first in every layer's plan (``every_layer`` only)."""
+        for layer in layers:
+            node = LayerInputCombination(layer.layer_idx, dim)
+            if layer.extra_sublayers is None:
+                layer.extra_sublayers = nn.ModuleDict()
+            layer.extra_sublayers[LAYER_INPUT] = node
+            layer.set_plan((LAYER_INPUT,) + tuple(layer.plan))
+            self.layer_inputs.append(node)
 
     def nodes(self):
-        return [self]
+        return list(self.layer_inputs) + [self]
 
     @property
     def name(self):
@@ -216,9 +291,9 @@ def build_combiner(kind: str, num_layers: int, dim: int, ffn_dim: int, args, num
                            num_heads=num_heads, **kwargs)
 
     if kind == "dense":
-        return DenseConnection()
+        return DenseConnection(recursive=args.dense_sum == "recursive")
     if kind == "linear":
-        return LinearCombination(num_layers, dim)
+        return LinearCombination(num_layers, dim, every_layer=args.linear_combination_at == "every-layer")
     if kind == "iterative":
         return IterativeAggregation(num_layers, make_agg)
     if kind == "hierarchical":
@@ -240,6 +315,10 @@ def validate(args):
         raise ValueError(f"--aggregation-function: expected one of {FUNCTIONS}, got {args.aggregation_function!r}")
     if args.aggregation_residual not in RESIDUALS:
         raise ValueError(f"--aggregation-residual: expected one of {RESIDUALS}, got {args.aggregation_residual!r}")
+    if args.dense_sum not in DENSE_SUMS:
+        raise ValueError(f"--dense-sum: expected one of {DENSE_SUMS}, got {args.dense_sum!r}")
+    if args.linear_combination_at not in LINEAR_AT:
+        raise ValueError(f"--linear-combination-at: expected one of {LINEAR_AT}, got {args.linear_combination_at!r}")
     if kind in ("none", "dense"):
         return
     for side in sides(args.layer_aggregation_in):
@@ -265,6 +344,8 @@ def attach(model, args):
             kind, len(stack.layers), getattr(args, f"{side}_embed_dim"),
             getattr(args, f"{side}_ffn_embed_dim"), args, getattr(args, f"{side}_attention_heads"),
         )
+        if kind == "linear" and stack.layer_combiner.every_layer:
+            stack.layer_combiner.install_layer_inputs(stack.layers, getattr(args, f"{side}_embed_dim"))
 
 
 fusion_options.register(
@@ -277,6 +358,15 @@ fusion_options.register(
             Flag("layer_aggregation_in", "both",
                  "which stacks aggregate their layers (Table 3)", type=str, choices=list(SIDES),
                  requires=["layer_aggregation"]),
+            Flag("dense_sum", "layers",
+                 "what the sum of dense connection (Eq. 4) adds: each lower layer's own output "
+                 "(layers, default) or the lower H^i, themselves sums (recursive: layer 1 weighs 2^(L-2))",
+                 type=str, choices=list(DENSE_SUMS), requires=[("layer_aggregation", ("dense",))], legacy="recursive"),
+            Flag("linear_combination_at", "every-layer",
+                 "where the linear combination (Eq. 5) applies: every layer's input and the stack "
+                 "output, over all lower states incl. the embedding layer (every-layer, default: Table 1's "
+                 "+14.7M), or the stack output only, over H^1..H^L (output: Eq. 5 as written)",
+                 type=str, choices=list(LINEAR_AT), requires=[("layer_aggregation", ("linear",))], legacy="output"),
             Flag("aggregation_function", "sigmoid",
                  "FF of AGG (Eq. 7, Table 4): sigmoid or relu feed-forward, or multi-head attention "
                  "over the inputs; also used by --multilayer-attention", type=str, choices=list(FUNCTIONS),

@@ -8,28 +8,30 @@ encoder-decoder attention is unchanged. Installed through seam (a): ``layer.self
 replaced by ``MultiLayerSelfAttention``, which keeps the original attention's q/k/v/out
 projections (same names, same values: it computes C^l_{-1}).
 
-Readings:
-- "separate attention model" per attended layer: Eq. 8 writes the same query Q^l for every
-  attended layer, so layer l-i (i >= 2) adds its own key and value projections (2d^2 + 2d)
-  and shares the query and output projections. This is what Table 1's k=3 minus k=2
-  difference (+4.2M = 8 extra attended layers x 2 x (512^2 + 512)) implies.
-- "layers" are the stack's states: layer 0 is the embedding layer, and a layer attends
-  min(k, l) layers (layer 1 only the embedding layer, so it stays a plain self-attention;
-  with k = 2, layer 2 attends layers 1 and 0). With --layer-aggregation hierarchical the
-  state at depth 2i is the aggregation node Ĥ^i that the backbone reads.
+Readings (defaults reproduce Table 1 exactly: +33.60M for k=2, +37.79M for k=3 at base size):
+- "separate attention model" per attended layer, ``--multilayer-attention-projections``:
+  ``separate`` (default) = C^l_{-i}, i >= 2, is a full multi-head attention of its own (query,
+  key, value and output projections, 4d^2 + 4d) whose query is this layer's input, as
+  C^l_{-1}'s; ``shared-query`` = Eq. 8's one symbol Q^l taken literally: layer l-i adds only
+  its key and value projections (2d^2 + 2d) and shares C^l_{-1}'s query and output projections.
+- which layers attend several layers, ``--multilayer-attention-layers``: ``above-k`` (default)
+  = only layers l > k, each attending the k backbone layers l-1..l-k (the embedding layer is
+  not attended; layers 1..k keep plain self-attention); ``all`` = every layer l >= 2 attends
+  min(k, l) states, the embedding layer counting as layer 0 (with k = 2, layer 2 attends
+  layers 1 and 0). With --layer-aggregation hierarchical the state at depth 2i is the
+  aggregation node Ĥ^i that the backbone reads.
 - AGG is the aggregation function of §3.1.1 (Eq. 7 generalized to k inputs, see
   ``layer_aggregation.Aggregation``) with the stack's FFN size, ``--aggregation-function`` and
   ``--aggregation-residual`` ("top" = C^l_{-1}).
 - Pre-norm stacks: a lower layer's keys/values go through this layer's
   ``self_attn_layer_norm``, as the query does.
-- Parameter counts: with this AGG the base model gets +36.7M (k=2) and +49.3M (k=3) where
-  Table 1 says +33.6M / +37.8M: the paper's AGG of multi-layer attention must be smaller
-  than Eq. 7's (its size does not grow with k), but the paper does not define it, so the
-  counts are documented, not matched (docs/deep_representations.md).
+- Parameter counts at base size (both stacks): separate + above-k = 2 (L - k) ((k-1)(4d^2+4d)
+  + AGG_k) = +33.60M / +37.79M (Table 1: +33.6M / +37.8M); shared-query + all = +36.7M / +49.3M.
 Incremental decoding: the keys/values of the earlier target positions of every attended
 lower layer are cached in ``incremental_state`` under this module's key ``lower_layers``
 (with their padding mask) and reordered in ``reorder_incremental_state``.
 """
+import logging
 import math
 from typing import Dict, List, Optional
 
@@ -42,7 +44,11 @@ from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
 from .layer_aggregation import Aggregation, sides
 
+logger = logging.getLogger(__name__)
+
 SIDES = ("both", "encoder", "decoder")
+PROJECTIONS = ("separate", "shared-query")
+LAYERS = ("above-k", "all")
 LOWER_CACHE = "lower_layers"  # incremental_state key of the lower layers' keys/values
 
 
@@ -50,14 +56,17 @@ class MultiLayerSelfAttention(MultiheadAttention):
     """Self-attention of layer ``layer_idx`` (0-based) over the ``num_attended`` layers below (Eq. 8).
 
     C^l_{-1} is fairseq's self-attention (this module's q/k/v/out projections); C^l_{-i},
-    i >= 2, uses the same query Q^l and output projection with keys/values projected from
-    layer l-i by its own ``lower_k_proj[i-2]`` / ``lower_v_proj[i-2]``.
+    i >= 2, reads keys/values projected from layer l-i by its own ``lower_k_proj[i-2]`` /
+    ``lower_v_proj[i-2]``, and its query and output projections are its own
+    ``lower_q_proj[i-2]`` / ``lower_out_proj[i-2]`` (``separate=True``) or C^l_{-1}'s
+    (``separate=False``: the shared query Q^l of Eq. 8).
     """
 
     wants_layer_state = True
 
     def __init__(self, embed_dim, num_heads, num_attended, ffn_dim, dropout=0.0, bias=True,
-                 layer_idx=0, agg_function="sigmoid", agg_residual="all", agg_dropout=0.0):
+                 layer_idx=0, agg_function="sigmoid", agg_residual="all", agg_dropout=0.0,
+                 separate=True):
         super().__init__(embed_dim, num_heads, dropout=dropout, bias=bias, self_attention=True)
         if num_attended < 2 or num_attended > layer_idx + 1:
             raise ValueError(
@@ -67,7 +76,16 @@ class MultiLayerSelfAttention(MultiheadAttention):
         self.layer_idx = layer_idx
         self.lower_k_proj = nn.ModuleList(nn.Linear(embed_dim, embed_dim, bias=bias) for _ in range(num_attended - 1))
         self.lower_v_proj = nn.ModuleList(nn.Linear(embed_dim, embed_dim, bias=bias) for _ in range(num_attended - 1))
-        for proj in list(self.lower_k_proj) + list(self.lower_v_proj):  # as fairseq's k/v_proj
+        self.separate = separate
+        if separate:  # own query and output projections of each C^l_{-i}, i >= 2
+            self.lower_q_proj = nn.ModuleList(nn.Linear(embed_dim, embed_dim, bias=bias) for _ in range(num_attended - 1))
+            self.lower_out_proj = nn.ModuleList(nn.Linear(embed_dim, embed_dim, bias=bias) for _ in range(num_attended - 1))
+            for proj in self.lower_out_proj:  # as fairseq's out_proj
+                nn.init.xavier_uniform_(proj.weight)
+                if proj.bias is not None:
+                    nn.init.zeros_(proj.bias)
+        qkv = list(self.lower_k_proj) + list(self.lower_v_proj) + (list(self.lower_q_proj) if separate else [])
+        for proj in qkv:  # as fairseq's q/k/v_proj
             nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
             if proj.bias is not None:
                 nn.init.zeros_(proj.bias)
@@ -125,8 +143,9 @@ class MultiLayerSelfAttention(MultiheadAttention):
         self.set_incremental_state(incremental_state, LOWER_CACHE, new_cache)
         return kvs, (key_padding_mask if key_padding_mask.any() else None)
 
-    def attend(self, q, k, v, key_padding_mask, attn_mask):
-        """Scaled dot-product attention of fairseq's MultiheadAttention (q already scaled) + out_proj."""
+    def attend(self, q, k, v, key_padding_mask, attn_mask, out_proj=None):
+        """Scaled dot-product attention of fairseq's MultiheadAttention (q already scaled) +
+        ``out_proj`` (default: this module's)."""
         tgt_len, bsz, dim = q.shape
         src_len, heads, head_dim = k.size(0), self.num_heads, self.head_dim
         q = q.contiguous().view(tgt_len, bsz * heads, head_dim).transpose(0, 1)
@@ -141,7 +160,7 @@ class MultiLayerSelfAttention(MultiheadAttention):
             weights = weights.view(bsz * heads, tgt_len, src_len)
         probs = self.dropout_module(utils.softmax(weights, dim=-1).type_as(weights))
         out = torch.bmm(probs, v).transpose(0, 1).contiguous().view(tgt_len, bsz, dim)
-        return self.out_proj(out)
+        return (self.out_proj if out_proj is None else out_proj)(out)
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None,
                 need_weights=True, static_kv=False, attn_mask=None, before_softmax=False,
@@ -152,10 +171,14 @@ class MultiLayerSelfAttention(MultiheadAttention):
                                  incremental_state=incremental_state, need_weights=False,
                                  attn_mask=attn_mask)
         outs: List[Tensor] = [own]  # C^l_{-1}
-        q = self.q_proj(query) * self.scaling  # Q^l, shared by all attended layers (Eq. 8)
         kvs, lower_mask = self.lower_keys_values(st, key_padding_mask, incremental_state)
-        for k, v in kvs:  # C^l_{-i}, i = 2..k
-            outs.append(self.attend(q, k, v, lower_mask, attn_mask))
+        if self.separate:  # C^l_{-i}, i = 2..k, each a separate attention (own query and output)
+            for (k, v), q_proj, out_proj in zip(kvs, self.lower_q_proj, self.lower_out_proj):
+                outs.append(self.attend(q_proj(query) * self.scaling, k, v, lower_mask, attn_mask, out_proj))
+        else:
+            q = self.q_proj(query) * self.scaling  # Q^l, shared by all attended layers (Eq. 8)
+            for k, v in kvs:  # C^l_{-i}, i = 2..k
+                outs.append(self.attend(q, k, v, lower_mask, attn_mask))
         return self.agg(outs), None
 
     def reorder_incremental_state(self, incremental_state, new_order):
@@ -175,8 +198,20 @@ def validate(args):
         raise ValueError(f"--multilayer-attention K: expected 0 (off) or K >= 2 attended layers, got {k}")
     if args.multilayer_attention_in not in SIDES:
         raise ValueError(f"--multilayer-attention-in: expected one of {SIDES}, got {args.multilayer_attention_in!r}")
+    if args.multilayer_attention_projections not in PROJECTIONS:
+        raise ValueError(f"--multilayer-attention-projections: expected one of {PROJECTIONS}, "
+                         f"got {args.multilayer_attention_projections!r}")
+    if args.multilayer_attention_layers not in LAYERS:
+        raise ValueError(f"--multilayer-attention-layers: expected one of {LAYERS}, got {args.multilayer_attention_layers!r}")
     if not k:
         return
+    if args.multilayer_attention_layers == "above-k":
+        for side in sides(args.multilayer_attention_in):
+            if getattr(args, f"{side}_layers") <= k:
+                logger.warning(
+                    f"--multilayer-attention {k} --multilayer-attention-layers above-k: no {side} layer is above "
+                    f"k (--{side}-layers {getattr(args, f'{side}_layers')}), the {side} keeps plain self-attention"
+                )
     if getattr(args, "lexical_shortcuts", False):
         raise ValueError(
             "--multilayer-attention and --lexical-shortcuts both replace self-attention "
@@ -196,9 +231,12 @@ def attach(model, args):
         return
     for side in sides(args.multilayer_attention_in):
         for layer in getattr(model, side).layers:
-            attended = min(k, layer.layer_idx + 1)
+            if args.multilayer_attention_layers == "all":
+                attended = min(k, layer.layer_idx + 1)  # layer 1 attends only the embedding layer
+            else:
+                attended = k if layer.layer_idx + 1 > k else 0  # above-k: layers 1..k keep plain self-attention
             if attended < 2:
-                continue  # layer 1 attends only the embedding layer: plain self-attention
+                continue
             if getattr(layer, "self_attn", None) is None or "self_attn" not in layer.plan:
                 raise ValueError(
                     f"--multilayer-attention: {side} layer {layer.layer_idx + 1} has no self-attention "
@@ -208,6 +246,7 @@ def attach(model, args):
                 layer.self_attn, num_attended=attended, ffn_dim=getattr(args, f"{side}_ffn_embed_dim"),
                 layer_idx=layer.layer_idx, agg_function=args.aggregation_function,
                 agg_residual=args.aggregation_residual, agg_dropout=args.dropout,
+                separate=args.multilayer_attention_projections == "separate",
             )
 
 
@@ -221,6 +260,16 @@ fusion_options.register(
             Flag("multilayer_attention_in", "both",
                  "which stacks' self-attention attends multiple layers", type=str, choices=list(SIDES),
                  requires=["multilayer_attention"]),
+            Flag("multilayer_attention_projections", "separate",
+                 "each attended lower layer gets a separate full attention (separate, default: Table 1's "
+                 "counts) or only its own key/value projections, sharing the query and output projections "
+                 "(shared-query: Eq. 8's single Q^l)", type=str, choices=list(PROJECTIONS),
+                 requires=["multilayer_attention"], legacy="shared-query"),
+            Flag("multilayer_attention_layers", "above-k",
+                 "which layers attend several layers: those above k, each attending k backbone layers "
+                 "(above-k, default: Table 1's counts), or every layer from 2 on, attending min(k, l) states "
+                 "with the embedding layer as layer 0 (all)", type=str, choices=list(LAYERS),
+                 requires=["multilayer_attention"], legacy="all"),
         ],
         validate=validate,
         attach=attach,
