@@ -55,13 +55,38 @@ def layers_x(model, toks, lengths):
     return enc, [x0] + enc["encoder_states"][1:N] + [enc["encoder_out"][0]]
 
 
+NO_NORM = ["--layer-attention-layernorm", "false", "--layer-attention-embed-dropout", "false",
+           "--layer-attention-dropout", "0"]  # the reading without the authors' LayerNorms/dropout
+
+
+def layer_norm_by_hand(x, g, b):
+    """(x - mean) / sqrt(var + 1e-5) * g + b over the last dimension, written out."""
+    mean = x.sum(-1, keepdim=True) / x.size(-1)
+    var = ((x - mean) ** 2).sum(-1, keepdim=True) / x.size(-1)
+    return (x - mean) / torch.sqrt(var + 1e-5) * g + b
+
+
+def randomize_norms(reader):
+    for norm in (reader.mix_norm, reader.embed_norm):
+        if norm is not None:  # so that a missing or swapped LayerNorm shows
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.5, 0.5)
+
+
 @torch.no_grad()
-def test_fine_grained_mix_matches_equation(data_dir):
-    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir)
+@pytest.mark.parametrize("extra", [[], NO_NORM])
+def test_fine_grained_mix_matches_equation(extra, data_dir):
+    """Default (authors' code): S^m = LN(sum_n w_hat ⊙ X^n), X^0 = LN_emb(sqrt(D) E[x]); NO_NORM: no LN."""
+    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir, *extra)
     model.eval()
+    reader = model.decoder.encoder_reader
+    assert (reader.mix_norm is None) == (reader.embed_norm is None) == bool(extra)
+    randomize_norms(reader)
     toks, lengths = source_batch(task)
     enc, xs = layers_x(model, toks, lengths)
-    W = model.decoder.encoder_reader.weight
+    if not extra:
+        xs[0] = layer_norm_by_hand(xs[0], reader.embed_norm.weight, reader.embed_norm.bias)
+    W = reader.weight
     assert W.shape == (M, N + 1, D)
     for m in range(M):
         expected = torch.zeros_like(xs[0])
@@ -69,7 +94,80 @@ def test_fine_grained_mix_matches_equation(data_dir):
             z = [math.exp(W[m, n, d].item()) for n in range(N + 1)]
             for n in range(N + 1):
                 expected[:, :, d] += z[n] / sum(z) * xs[n][:, :, d]
+        if not extra:
+            expected = layer_norm_by_hand(expected, reader.mix_norm.weight, reader.mix_norm.bias)
         assert torch.allclose(enc[MEMORY_KEY][m], expected, atol=1e-5)
+
+
+def fixed_encoder_out(seed=0, T=5, B=2):
+    g = torch.Generator().manual_seed(seed)
+    states = [torch.randn(T, B, D, generator=g) for _ in range(N + 1)]
+    return {"encoder_embedding": [states[0].transpose(0, 1)], "encoder_states": [None] + states[1:N],
+            "encoder_out": [states[N]], "encoder_padding_mask": []}
+
+
+@torch.no_grad()
+def test_dropout_of_embeddings_and_mix(data_dir):
+    """Train mode, --dropout 0.5: X^0 is dropped with p = 0.5 (each element 0 or 2 X^0); S^m is dropped
+    with --layer-attention-dropout after the LayerNorm (each element 0 or LN(mix) / (1 - p)); eval: neither."""
+    common = ["--dropout", "0.5", "--layer-attention-dropconnect", "0"]
+    # X^0 alone: coarse weights, no LayerNorm, no dropout of S^m
+    model, _, _ = build("transformer_coarse_layer_attention", data_dir, *common,
+                        "--layer-attention-layernorm", "false", "--layer-attention-dropout", "0")
+    reader = model.decoder.encoder_reader
+    out = fixed_encoder_out()
+    x0 = out["encoder_embedding"][0].transpose(0, 1)
+    reader.train()
+    reader.add_encoder_output(out, None)
+    w = torch.softmax(reader.weight.view(M, N + 1), dim=1)
+    xs = [x0] + out["encoder_states"][1:N] + out["encoder_out"]
+    zeros = 0
+    for m in range(M):
+        rest = sum(w[m, n] * xs[n] for n in range(1, N + 1))
+        dropped_x0 = (out[MEMORY_KEY][m] - rest) / w[m, 0]
+        is_zero = dropped_x0.abs() < 1e-4
+        assert torch.allclose(dropped_x0[~is_zero], 2 * x0[~is_zero], atol=1e-4)
+        zeros += is_zero.float().mean().item()
+    assert 0.3 < zeros / M < 0.7
+    reader.eval()
+    reader.add_encoder_output(out, None)
+    assert torch.allclose(out[MEMORY_KEY][0], sum(w[0, n] * xs[n] for n in range(N + 1)), atol=1e-5)
+
+    # S^m: LayerNorm then dropout p = 0.5, X^0 not dropped
+    model, _, _ = build("transformer_fine_grained_layer_attention", data_dir, *common,
+                        "--layer-attention-embed-dropout", "false", "--layer-attention-dropout", "0.5")
+    reader = model.decoder.encoder_reader
+    randomize_norms(reader)
+    reader.eval()
+    reader.add_encoder_output(out, None)
+    plain = [t.clone() for t in out[MEMORY_KEY]]
+    x0n = layer_norm_by_hand(x0, reader.embed_norm.weight, reader.embed_norm.bias)
+    w = torch.softmax(reader.weight, dim=1)
+    for m in range(M):
+        mix = sum(w[m, n] * ([x0n] + xs[1:])[n] for n in range(N + 1))
+        assert torch.allclose(plain[m], layer_norm_by_hand(mix, reader.mix_norm.weight, reader.mix_norm.bias), atol=1e-5)
+    reader.train()
+    reader.add_encoder_output(out, None)
+    for m in range(M):
+        got, is_zero = out[MEMORY_KEY][m], out[MEMORY_KEY][m] == 0
+        assert torch.allclose(got[~is_zero], 2 * plain[m][~is_zero], atol=1e-5)
+        assert 0.3 < is_zero.float().mean().item() < 0.7
+
+
+def test_named_archs_follow_authors_code(data_dir):
+    """Fresh arguments: the authors' code; arguments of a checkpoint without the options version
+    (written before these flags existed): the flags' off values, what that checkpoint computed."""
+    import argparse
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from fairseq_fusion import fusion_options
+    new = ["layer_attention_embed_dropout", "layer_attention_layernorm", "layer_attention_dropout"]
+    for arch in ("transformer_fine_grained_layer_attention", "transformer_coarse_layer_attention"):
+        _, _, args = build(arch, data_dir)
+        assert [getattr(args, n) for n in new] == [True, True, 0.1]
+        old = argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in new + [fusion_options.VERSION_KEY]})
+        ARCH_CONFIG_REGISTRY[arch](old)
+        fusion_options.validate(old)
+        assert [getattr(old, n) for n in new] == [False, False, 0.0]
 
 
 @torch.no_grad()
@@ -93,7 +191,7 @@ def test_decoder_layers_attend_their_mix(data_dir):
 
 @torch.no_grad()
 def test_coarse_mix_is_one_scalar_per_layer_pair(data_dir):
-    model, task, _ = build("transformer_coarse_layer_attention", data_dir)
+    model, task, _ = build("transformer_coarse_layer_attention", data_dir, *NO_NORM)
     model.eval()
     toks, lengths = source_batch(task)
     enc, xs = layers_x(model, toks, lengths)
@@ -105,19 +203,23 @@ def test_coarse_mix_is_one_scalar_per_layer_pair(data_dir):
 
 
 @pytest.mark.parametrize("arch,extra,count", [
-    ("transformer_fine_grained_layer_attention", [], M * (N + 1) * D),
-    ("transformer_coarse_layer_attention", [], M * (N + 1)),
-    ("transformer_fine_grained_layer_attention", ["--layer-attention-top-only"], 2 * D),
-    ("transformer_coarse_layer_attention", ["--layer-attention-top-only"], 2),
+    ("transformer_fine_grained_layer_attention", NO_NORM, M * (N + 1) * D),
+    ("transformer_coarse_layer_attention", NO_NORM, M * (N + 1)),
+    ("transformer_fine_grained_layer_attention", ["--layer-attention-top-only", *NO_NORM], 2 * D),
+    ("transformer_coarse_layer_attention", ["--layer-attention-top-only", *NO_NORM], 2),
+    # the named archs' default (authors' code): + LayerNorm of S^m and of X^0 (post-norm), 2 D each
+    ("transformer_fine_grained_layer_attention", [], M * (N + 1) * D + 4 * D),
+    ("transformer_coarse_layer_attention", ["--layer-attention-top-only"], 2 + 4 * D),
 ])
 def test_parameter_count(arch, extra, count, data_dir):
-    """W in R^{M x (N+1) x D} (fine), M x (N+1) (coarse); top only: 1 x 2 (x D)."""
+    """W in R^{M x (N+1) x D} (fine), M x (N+1) (coarse); top only: 1 x 2 (x D); LayerNorms 2 D each."""
     base, _, _ = build("fusion_transformer", data_dir)
     model, _, _ = build(arch, data_dir, *extra)
     n_params = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     assert n_params(model) - n_params(base) == count
     granularity = "fine" if "fine" in arch else "coarse"
-    assert parameter_count(M, N, D, granularity, bool(extra)) == count
+    norm = extra is not NO_NORM and "false" not in extra
+    assert parameter_count(M, N, D, granularity, "--layer-attention-top-only" in extra, norm, norm) == count
 
 
 def test_dropconnect_training_only(data_dir):
@@ -146,7 +248,7 @@ def test_dropconnect_training_only(data_dir):
 
 @torch.no_grad()
 def test_masking_zeroes_and_renormalizes(data_dir):
-    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-mask", "0")
+    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-mask", "0", *NO_NORM)
     model.eval()
     reader = model.decoder.encoder_reader
     e = torch.exp(reader.weight)
@@ -171,11 +273,15 @@ def test_bad_mask_and_flags_fail_clearly(data_dir):
         build("fusion_transformer", data_dir, "--layer-attention-mask", "0")
     with pytest.raises(ValueError, match="--layer-attention-dropconnect"):
         build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-dropconnect", "1.5")
+    with pytest.raises(ValueError, match="--layer-attention-dropout"):
+        build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-dropout", "1.5")
+    with pytest.raises(ValueError, match="--layer-attention-layernorm True configures a technique that is off"):
+        build("fusion_transformer", data_dir, "--layer-attention-layernorm")
 
 
 @torch.no_grad()
 def test_top_only_reads_output_below_and_mix_on_top(data_dir):
-    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-top-only")
+    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir, "--layer-attention-top-only", *NO_NORM)
     model.eval()
     toks, lengths = source_batch(task)
     enc, xs = layers_x(model, toks, lengths)

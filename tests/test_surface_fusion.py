@@ -49,11 +49,12 @@ def batch(task, src_lengths=(7, 4), tgt_lengths=(5, 3)):
     }
 
 
-def surface_logits_by_hand(model, b, features):
+def surface_logits_by_hand(model, b, features, detach_keys=False, project=True):
     """r = MultiHead(q = decoder features, k = X^N, v = sqrt(D) E[x]); r~ = V^T r, computed here."""
     attn = model.decoder.output_fusion.attn
     enc = model.encoder(b["src_tokens"], b["src_lengths"])
     keys = enc["encoder_out"][0].transpose(0, 1)  # B x S x C
+    keys = keys.detach() if detach_keys else keys
     values = math.sqrt(D) * model.encoder.embed_tokens.weight[b["src_tokens"]]  # no positions
     pad = b["src_tokens"].eq(model.encoder.padding_idx)
     hd = D // HEADS
@@ -67,7 +68,7 @@ def surface_logits_by_hand(model, b, features):
         scores = scores.masked_fill(pad.unsqueeze(1), float("-inf"))
         heads.append(torch.softmax(scores, -1) @ v[..., sl])
     r = torch.cat(heads, -1) @ attn.out_proj.weight.T + attn.out_proj.bias
-    return r @ model.decoder.output_projection.weight.T  # pre-softmax weights V (tied)
+    return r @ model.decoder.output_projection.weight.T if project else r  # pre-softmax weights V (tied)
 
 
 @torch.no_grad()
@@ -128,6 +129,105 @@ def test_training_loss_uses_fused_distribution(data_dir):
     assert abs(log["nll_loss"].item() - nll.item()) < 1e-4
 
 
+def surface_gradients(model, b, detach_by_hand):
+    """Gradients of a fixed projection of the surface logits alone: from the model, and from
+    surface_logits_by_hand with the query/keys detached (or not) here."""
+    model.eval()  # no dropout: both computations see the same values
+    probe = torch.randn(2, b["prev_output_tokens"].size(1), VOCAB + 4, generator=torch.Generator().manual_seed(3))
+    enc = model.encoder(b["src_tokens"], b["src_lengths"])
+    features, extra = model.decoder(b["prev_output_tokens"], encoder_out=enc)
+    params = dict(model.named_parameters())
+    surface = extra[LOGITS_KEY]
+    probe = probe[..., : surface.size(-1)]
+    model_grads = torch.autograd.grad((surface * probe).sum(), list(params.values()), allow_unused=True)
+    enc = model.encoder(b["src_tokens"], b["src_lengths"])  # a fresh graph
+    features, _ = model.decoder(b["prev_output_tokens"], encoder_out=enc, features_only=True)
+    by_hand = surface_logits_by_hand(model, b, features.detach() if detach_by_hand else features,
+                                     detach_keys=detach_by_hand)
+    hand_grads = torch.autograd.grad((by_hand * probe).sum(), list(params.values()), allow_unused=True)
+    zero = lambda g, p: torch.zeros_like(p) if g is None else g  # noqa: E731
+    return {n: (zero(g, p), zero(h, p)) for (n, p), g, h in zip(params.items(), model_grads, hand_grads)}
+
+
+@pytest.mark.parametrize("extra,detached", [([], True), (["--surface-fusion-detach", "false"], False)])
+def test_detached_query_and_keys(extra, detached, data_dir):
+    """Named archs (authors' code): no gradient reaches the encoder/decoder layers through the surface
+    attention's query (decoder output) and keys (encoder output); its own projections, the word
+    embeddings (values) and V still learn. Compared with the by-hand computation, parameter by parameter."""
+    model, task, _ = build("transformer_surface_fusion", data_dir, *extra)
+    assert model.decoder.output_fusion.detach is detached
+    grads = surface_gradients(model, batch(task), detach_by_hand=detached)
+    for name, (got, expected) in grads.items():
+        assert torch.allclose(got, expected, atol=1e-5), name
+    layer_grads = [g for n, (g, _) in grads.items() if ".layers." in n]
+    assert bool(sum(g.abs().sum() for g in layer_grads) == 0) is detached
+    for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        assert grads[f"decoder.output_fusion.attn.{proj}.weight"][0].abs().sum() > 0
+    assert grads["encoder.embed_tokens.weight"][0].abs().sum() > 0
+
+
+def test_dropout_of_surface_embeddings(data_dir):
+    """Named archs: in training X_emb (the values) gets --dropout (each element 0 or X_emb / (1 - p));
+    in eval, or with --surface-fusion-embed-dropout false, the values are sqrt(D) E[x] exactly."""
+    seen = []
+    for extra in ([], ["--surface-fusion-embed-dropout", "false"]):
+        model, task, _ = build("transformer_surface_fusion", data_dir, "--dropout", "0.5", *extra)
+        hook = model.decoder.output_fusion.attn.v_proj.register_forward_hook(
+            lambda mod, inp, out: seen.append(inp[0].detach()))
+        b = batch(task)
+        values = math.sqrt(D) * model.encoder.embed_tokens.weight[b["src_tokens"]].transpose(0, 1).detach()
+        for train in (True, False):
+            model.train(train)
+            seen.clear()
+            model(b["src_tokens"], b["src_lengths"], b["prev_output_tokens"])
+            got = seen[0]
+            if train and not extra:
+                is_zero = got == 0
+                assert torch.allclose(got[~is_zero], 2 * values[~is_zero], atol=1e-5)
+                assert 0.3 < is_zero.float().mean().item() < 0.7
+            else:
+                assert torch.allclose(got, values, atol=1e-6)
+        hook.remove()
+
+
+@torch.no_grad()
+def test_shared_ffn_reading(data_dir):
+    """--surface-fusion-ffn (authors' code): E = V^T FFN(y^M) and r~ = V^T FFN(r), one FFN, written out here."""
+    model, task, args = build("transformer_surface_fusion", data_dir, "--surface-fusion-ffn")
+    model.eval()
+    fusion = model.decoder.output_fusion
+    b = batch(task)
+    net_out = model(b["src_tokens"], b["src_lengths"], b["prev_output_tokens"])
+    features, _ = model.decoder(b["prev_output_tokens"], model.encoder(b["src_tokens"], b["src_lengths"]), features_only=True)
+    V = model.decoder.output_projection.weight
+    ffn = lambda x: x + torch.relu(x @ fusion.fc1.weight.T + fusion.fc1.bias) @ fusion.fc2.weight.T + fusion.fc2.bias  # noqa: E731
+    assert fusion.fc1.weight.shape == (32, D)  # --decoder-ffn-embed-dim
+    E = ffn(features) @ V.T
+    r = surface_logits_by_hand(model, b, features, project=False)
+    surface = ffn(r) @ V.T
+    lam = args.surface_fusion_lambda
+    expected = lam * torch.log_softmax(E, -1) + (1 - lam) * torch.log_softmax(surface, -1)
+    assert torch.allclose(model.get_normalized_probs(net_out, log_probs=True), expected, atol=1e-4)
+    assert not torch.allclose(net_out[0], E, atol=1e-3)  # the decoder's own logits are not the fused E
+    base, _, _ = build("transformer_surface_fusion", data_dir)
+    n_params = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert n_params(model) - n_params(base) == 2 * D * 32 + 32 + D
+
+
+def test_named_archs_follow_authors_code_fresh_args_only(data_dir):
+    import argparse
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from fairseq_fusion import fusion_options
+    new = ["surface_fusion_detach", "surface_fusion_embed_dropout", "surface_fusion_ffn"]
+    for arch in ("transformer_surface_fusion", "transformer_surface_fusion_soft_big"):
+        _, _, args = build(arch, data_dir)
+        assert [getattr(args, n) for n in new] == [True, True, False]
+        old = argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in new + [fusion_options.VERSION_KEY]})
+        ARCH_CONFIG_REGISTRY[arch](old)  # a checkpoint written before the flags existed
+        fusion_options.validate(old)
+        assert [getattr(old, n) for n in new] == [False, False, False]
+
+
 def test_parameter_count(data_dir):
     """Only the surface attention's q, k, v, out projections are new (4 D^2 + 4 D); V is shared."""
     base, _, _ = build("fusion_transformer", data_dir)
@@ -154,6 +254,8 @@ def test_extras_are_last_step_only_when_incremental(data_dir):
 
 @pytest.mark.parametrize("arch,extra", [
     ("transformer_surface_fusion", ["--simplified-decoder"]),
+    ("transformer_surface_fusion", ["--surface-fusion-ffn", "--surface-fusion-detach", "false",
+                                    "--surface-fusion-embed-dropout", "false"]),
     ("transformer_surface_fusion_soft", ["--layer-attention", "fine"]),
     ("transformer_fine_grained_layer_attention", ["--layer-attention-top-only", "--surface-fusion", "hard"]),
 ])

@@ -2,13 +2,29 @@
 attention (§3.2, Table 1) and SurfaceFusion (§4.1, Table 2)."""
 from fairseq.models import register_model_architecture
 
+from .. import fusion_options
 from ..modules import layer_attention, surface_fusion  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
+
+
+# the authors'-code defaults below exist since fairseq-fusion options version 2; the arguments of
+# an older checkpoint (no version) keep the flags' off values, i.e. what that checkpoint computed
+AUTHORS_DEFAULTS_SINCE = 2
+
+
+def _authors_default(args, name, value):
+    if (getattr(args, fusion_options.VERSION_KEY, None) or 1) >= AUTHORS_DEFAULTS_SINCE:
+        setattr(args, name, getattr(args, name, value))
 
 
 def _layer_attention(args, granularity):
     args.layer_attention = getattr(args, "layer_attention", granularity)
     args.layer_attention_dropconnect = getattr(args, "layer_attention_dropconnect", 0.3)
+    # the paper is silent; the authors' code (fairseq/models/transformer.py) drops X^0 with the
+    # model's dropout and LayerNorms it (post-norm), LayerNorms S^m and drops it with p = 0.1
+    _authors_default(args, "layer_attention_embed_dropout", True)
+    _authors_default(args, "layer_attention_layernorm", True)
+    _authors_default(args, "layer_attention_dropout", 0.1)
 
 
 @register_model_architecture("fusion_transformer", "transformer_fine_grained_layer_attention")
@@ -34,6 +50,10 @@ def _surface_fusion(args, mode, lam, tau):
     args.surface_fusion = getattr(args, "surface_fusion", mode)
     args.surface_fusion_lambda = getattr(args, "surface_fusion_lambda", lam)
     args.surface_fusion_tau = getattr(args, "surface_fusion_tau", tau)
+    # the paper is silent; the authors' code (fairseq/models/transformer.py) detaches q and k
+    # and drops X_emb with the model's dropout
+    _authors_default(args, "surface_fusion_detach", True)
+    _authors_default(args, "surface_fusion_embed_dropout", True)
 
 
 @register_model_architecture("fusion_transformer", "transformer_surface_fusion")

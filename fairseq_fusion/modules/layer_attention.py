@@ -19,7 +19,15 @@ softmax over n. Readings chosen here:
 - X^1..X^{N-1} are the encoder layers' outputs (``encoder_states[1:N]``) and X^N is the
   encoder output ``encoder_out["encoder_out"]`` (after the final LayerNorm of a pre-norm
   encoder, or whatever a layer combiner made the stack's output);
-- the paper adds no LayerNorm after the mix (the authors' code has one): none here;
+- the paper is silent on normalization and dropout of X^0 and S^m; the named archs follow the
+  authors' code: X^0 gets the model's ``--dropout`` in training
+  (``--layer-attention-embed-dropout``) and, in a post-norm encoder, a LayerNorm of its own;
+  S^m gets a LayerNorm shared by all decoder layers (``--layer-attention-layernorm``, both
+  LayerNorms) and then dropout (``--layer-attention-dropout``, 0.1 as the authors' default):
+
+      X^0 = LN_emb(dropout(sqrt(D) E[x])),   S^m = dropout(LN(sum_n w_hat^{m,n} ⊙ X^n));
+
+  the three flags off give the earlier reading (no LayerNorm, no dropout);
 - DropConnect (Wan et al. 2013) with p = 0.3, training only: each w^{m,n,d} is dropped
   (set to 0 before the softmax) with probability p and W is divided by 1 - p, i.e.
   dropout on W before the softmax, as the paper writes;
@@ -39,6 +47,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from fairseq.modules import LayerNorm
 from torch import nn
 
 from .. import fusion_options
@@ -51,7 +60,8 @@ class LayerAttention(nn.Module):
     """Seam (c) reader: decoder layer m attends S^m, a softmax-weighted sum of encoder layers."""
 
     def __init__(self, num_decoder_layers, num_encoder_layers, embed_dim, granularity="fine",
-                 dropconnect=0.3, top_only=False, mask=None, inner_reader=None):
+                 dropconnect=0.3, top_only=False, mask=None, inner_reader=None,
+                 embed_dropout=0.0, layernorm=False, embed_norm=False, mix_dropout=0.0):
         super().__init__()
         if granularity not in ("fine", "coarse"):
             raise ValueError(f"--layer-attention: expected 'fine' or 'coarse', got {granularity!r}")
@@ -68,6 +78,10 @@ class LayerAttention(nn.Module):
         bound = math.sqrt(2.0 / (num_decoder_layers + num_encoder_layers + 1))
         nn.init.uniform_(self.weight, -bound, bound)
         self.mask = mask
+        self.embed_dropout = embed_dropout  # dropout on X^0 (training only)
+        self.mix_dropout = mix_dropout  # dropout on S^m (training only)
+        self.embed_norm = LayerNorm(embed_dim) if embed_norm else None  # LN of X^0
+        self.mix_norm = LayerNorm(embed_dim) if layernorm else None  # LN of S^m, shared by all m
         self.inner_reader = inner_reader  # a reader installed before this one (composition)
 
     def set_mask(self, layer):
@@ -93,7 +107,9 @@ class LayerAttention(nn.Module):
         inputs = []
         for n in self.sources:
             if n == 0:
-                inputs.append(encoder_out["encoder_embedding"][0].transpose(0, 1))
+                x0 = F.dropout(encoder_out["encoder_embedding"][0].transpose(0, 1),
+                               p=self.embed_dropout, training=self.training)
+                inputs.append(x0 if self.embed_norm is None else self.embed_norm(x0))
             elif n == self.num_encoder_layers:
                 inputs.append(encoder_out["encoder_out"][0])
             else:
@@ -104,9 +120,10 @@ class LayerAttention(nn.Module):
         """Encoder hook: out[MEMORY_KEY] = [S^m for each attending decoder layer m]."""
         inputs = torch.stack(self.layer_inputs(out), dim=0)  # S x T x B x C
         weights = self.layer_weights()  # A x S x D
-        out[MEMORY_KEY] = [
-            torch.einsum("stbc,sc->tbc", inputs, w.expand(-1, inputs.size(-1))) for w in weights
-        ]
+        mixes = [torch.einsum("stbc,sc->tbc", inputs, w.expand(-1, inputs.size(-1))) for w in weights]
+        if self.mix_norm is not None:
+            mixes = [self.mix_norm(mix) for mix in mixes]
+        out[MEMORY_KEY] = [F.dropout(mix, p=self.mix_dropout, training=self.training) for mix in mixes]
 
     def encoder_memory(self, idx, encoder_out, incremental_state):
         memory = None
@@ -124,10 +141,13 @@ class LayerAttention(nn.Module):
         return memory, padding_mask
 
 
-def parameter_count(num_decoder_layers, num_encoder_layers, embed_dim, granularity, top_only):
-    """Parameters the paper's W adds: M x (N+1) x D (fine), M x (N+1) (coarse); top only: 1 x 2 (x D)."""
+def parameter_count(num_decoder_layers, num_encoder_layers, embed_dim, granularity, top_only,
+                    layernorm=False, embed_norm=False):
+    """Parameters the paper's W adds: M x (N+1) x D (fine), M x (N+1) (coarse); top only: 1 x 2 (x D);
+    plus 2 D per LayerNorm (of S^m; of X^0)."""
     layers, sources = (1, 2) if top_only else (num_decoder_layers, num_encoder_layers + 1)
-    return layers * sources * (embed_dim if granularity == "fine" else 1)
+    norms = 2 * embed_dim * (int(layernorm) + int(embed_norm))
+    return layers * sources * (embed_dim if granularity == "fine" else 1) + norms
 
 
 def validate(args):
@@ -139,6 +159,8 @@ def validate(args):
     p = args.layer_attention_dropconnect
     if not 0.0 <= p < 1.0:
         raise ValueError(f"--layer-attention-dropconnect: expected a probability in [0, 1), got {p}")
+    if not 0.0 <= args.layer_attention_dropout < 1.0:
+        raise ValueError(f"--layer-attention-dropout: expected a probability in [0, 1), got {args.layer_attention_dropout}")
     if getattr(args, "no_cross_attention", False):
         raise ValueError("--layer-attention changes what the decoder's encoder attention reads, "
                          "which --no-cross-attention removes; drop one of them")
@@ -160,6 +182,10 @@ def attach(model, args):
         len(decoder.layers), len(encoder.layers), encoder.embed_tokens.embedding_dim,
         granularity=args.layer_attention, dropconnect=args.layer_attention_dropconnect,
         top_only=bool(args.layer_attention_top_only), inner_reader=decoder.encoder_reader,
+        embed_dropout=args.dropout if args.layer_attention_embed_dropout else 0.0,
+        layernorm=bool(args.layer_attention_layernorm),
+        embed_norm=bool(args.layer_attention_layernorm) and not getattr(args, "encoder_normalize_before", False),
+        mix_dropout=args.layer_attention_dropout,
     )
     reader.set_mask(args.layer_attention_mask)
     decoder.encoder_reader = reader
@@ -186,6 +212,15 @@ fusion_options.register(
                  "inference analysis (§3.3): zero the weight of this encoder layer (0 = embeddings) "
                  "and renormalize the others; e.g. --model-overrides \"{'layer_attention_mask': 0}\"",
                  type=int, requires=["layer_attention"]),
+            Flag("layer_attention_embed_dropout", False,
+                 "apply --dropout to X^0 (the word embeddings) in training, as the authors' code "
+                 "(named archs: true)", type=bool, requires=["layer_attention"]),
+            Flag("layer_attention_layernorm", False,
+                 "LayerNorm S^m (one LayerNorm shared by the decoder layers) and, in a post-norm encoder, "
+                 "X^0, as the authors' code (named archs: true)", type=bool, requires=["layer_attention"]),
+            Flag("layer_attention_dropout", 0.0,
+                 "dropout on S^m in training, after the LayerNorm (authors' code and named archs: 0.1)",
+                 type=float, requires=["layer_attention"]),
         ],
         validate=validate,
         attach=attach,

@@ -24,8 +24,18 @@ Readings chosen here (the paper is silent or ambiguous):
   (``encoder_out["encoder_embedding"]``), as in the authors' code (``--sf-no-posedemb``);
 - the attention is standard multi-head attention (``SurfaceAttention``) with
   ``--surface-fusion-heads`` heads (default: the decoder's), the model's attention dropout,
-  and q/k/v/out projections with biases: 4 D^2 + 4 D parameters when the dimensions agree. The authors' code also passes the query and keys
-  through ``detach()`` and adds an FFN; the paper mentions neither, so neither is done;
+  and q/k/v/out projections with biases: 4 D^2 + 4 D parameters when the dimensions agree;
+- the paper is silent on gradients and dropout of the surface attention; the named archs follow
+  the authors' code: the query and keys are detached (``--surface-fusion-detach``, so the
+  surface path trains only the attention's projections and, through the values, the word
+  embeddings and V) and X_emb gets the model's ``--dropout`` in training
+  (``--surface-fusion-embed-dropout``); both flags false give the earlier reading
+  (gradients everywhere, no dropout on X_emb);
+- the authors' code passes both the decoder output and r through one new residual FFN before
+  V; the paper writes r~ = V^T r, so the named archs do not. ``--surface-fusion-ffn`` adds it
+  (fc1/fc2 of --decoder-ffn-embed-dim, the decoder's activation and dropouts): the fused E is
+  then V^T FFN(y^M), stored in ``extra`` next to the surface logits, and ``net_output[0]``
+  (V^T y^M) is not what the distribution uses;
 - hard fusion as written (a weighted geometric mean P^lambda P_s^(1-lambda)) sums to at most 1
   over the vocabulary. By default it is used as is (paper and authors' code);
   ``--surface-fusion-renormalize`` applies a log-softmax over the vocabulary to it;
@@ -40,6 +50,7 @@ from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
+from fairseq import utils
 from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
@@ -47,6 +58,7 @@ from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
 
 LOGITS_KEY = "surface_logits"
+VANILLA_KEY = "surface_fusion_vanilla_logits"  # E after the shared FFN (--surface-fusion-ffn)
 DEFAULT_TAU = {"hard": 1.0, "soft": 5.0}
 
 
@@ -106,7 +118,8 @@ class SurfaceFusion(nn.Module):
     """Surface attention (§4.1) + the fusion of Eq. 6 / Eq. 7 (seam e)."""
 
     def __init__(self, query_dim, key_dim, value_dim, heads, mode="hard", lam=0.9, tau=None,
-                 renormalize=False, attention_dropout=0.0):
+                 renormalize=False, attention_dropout=0.0, detach=False, embed_dropout=0.0,
+                 ffn_dim=None, activation_fn="relu", activation_dropout=0.0, dropout=0.0):
         super().__init__()
         if mode not in DEFAULT_TAU:
             raise ValueError(f"--surface-fusion: expected hard or soft, got {mode!r}")
@@ -114,7 +127,22 @@ class SurfaceFusion(nn.Module):
         self.lam = lam
         self.tau = DEFAULT_TAU[mode] if tau is None else tau
         self.renormalize = renormalize
+        self.detach = detach  # no gradient through the query (decoder) and keys (encoder)
+        self.embed_dropout = embed_dropout  # dropout on the values X_emb (training only)
         self.attn = SurfaceAttention(query_dim, heads, key_dim, value_dim, dropout=attention_dropout)
+        self.ffn_dim = ffn_dim
+        if ffn_dim:  # authors' code (sf_ffn): one residual FFN for the decoder output and r
+            self.fc1, self.fc2 = nn.Linear(query_dim, ffn_dim), nn.Linear(ffn_dim, query_dim)
+            for fc in (self.fc1, self.fc2):  # as fairseq's Linear
+                nn.init.xavier_uniform_(fc.weight)
+                nn.init.constant_(fc.bias, 0.0)
+            self.activation_fn = utils.get_activation_fn(activation_fn)
+            self.activation_dropout, self.dropout = activation_dropout, dropout
+
+    def ffn(self, x):
+        """x + dropout(fc2(dropout(act(fc1(x)))))."""
+        h = F.dropout(self.activation_fn(self.fc1(x)), p=self.activation_dropout, training=self.training)
+        return x + F.dropout(self.fc2(h), p=self.dropout, training=self.training)
 
     def surface_representation(self, features, encoder_out, incremental_state=None):
         """r(y_j, x): B x T x C from the decoder features (B x T x C) and the encoder output."""
@@ -122,6 +150,9 @@ class SurfaceFusion(nn.Module):
             raise ValueError("--surface-fusion needs the encoder output (a source sentence)")
         keys = encoder_out["encoder_out"][0]  # S x B x C
         values = encoder_out["encoder_embedding"][0].transpose(0, 1)  # S x B x C
+        values = F.dropout(values, p=self.embed_dropout, training=self.training)
+        if self.detach:
+            features, keys = features.detach(), keys.detach()
         padding_mask = None
         if len(encoder_out["encoder_padding_mask"]) > 0:
             padding_mask = encoder_out["encoder_padding_mask"][0]
@@ -130,6 +161,9 @@ class SurfaceFusion(nn.Module):
     def add_surface_logits(self, decoder, features, extra, ctx):
         """Decoder hook: extra[LOGITS_KEY] = V^T r (B x T x |V|), last step only when incremental."""
         r = self.surface_representation(features, ctx["encoder_out"], ctx["incremental_state"])
+        if self.ffn_dim:  # the fused E is V^T FFN(y^M), not the decoder's own logits
+            r = self.ffn(r)
+            extra[VANILLA_KEY] = decoder.output_layer(self.ffn(features))
         extra[LOGITS_KEY] = decoder.output_layer(r)
 
     def fuse(self, logits, surface_logits):
@@ -145,7 +179,7 @@ class SurfaceFusion(nn.Module):
         if extra is None or LOGITS_KEY not in extra:
             raise KeyError(f"--surface-fusion: the decoder output has no '{LOGITS_KEY}' "
                            "(was it produced by this model's decoder?)")
-        fused = self.fuse(net_output[0], extra[LOGITS_KEY])
+        fused = self.fuse(extra.get(VANILLA_KEY, net_output[0]), extra[LOGITS_KEY])
         return fused if log_probs else fused.exp()
 
 
@@ -186,6 +220,12 @@ def attach(model, args):
         heads=args.surface_fusion_heads or args.decoder_attention_heads,
         mode=args.surface_fusion, lam=args.surface_fusion_lambda, tau=args.surface_fusion_tau,
         renormalize=bool(args.surface_fusion_renormalize), attention_dropout=args.attention_dropout,
+        detach=bool(args.surface_fusion_detach),
+        embed_dropout=args.dropout if args.surface_fusion_embed_dropout else 0.0,
+        ffn_dim=args.decoder_ffn_embed_dim if args.surface_fusion_ffn else None,
+        activation_fn=getattr(args, "activation_fn", "relu") or "relu",
+        activation_dropout=getattr(args, "activation_dropout", 0.0) or getattr(args, "relu_dropout", 0.0) or 0.0,
+        dropout=args.dropout,
     )
     decoder.output_fusion = fusion
     decoder.extra_output_modules.append(partial(fusion.add_surface_logits, decoder))
@@ -211,6 +251,17 @@ fusion_options.register(
                  "renormalize hard fusion over the vocabulary (log-softmax of Eq. 6); "
                  "the paper uses Eq. 6 as is", type=bool,
                  requires=[("surface_fusion", ("hard",))]),
+            Flag("surface_fusion_detach", False,
+                 "detach the surface attention's query (decoder output) and keys (encoder output) from "
+                 "the graph, as the authors' code; the attention's own parameters still learn "
+                 "(named archs: true)", type=bool, requires=["surface_fusion"]),
+            Flag("surface_fusion_embed_dropout", False,
+                 "apply --dropout to the surface attention's values X_emb in training, as the authors' "
+                 "code (named archs: true)", type=bool, requires=["surface_fusion"]),
+            Flag("surface_fusion_ffn", False,
+                 "pass the decoder output and r through one new residual FFN (--decoder-ffn-embed-dim) "
+                 "before V, as the authors' code; the paper writes r~ = V^T r (named archs: false)",
+                 type=bool, requires=["surface_fusion"]),
         ],
         validate=validate,
         attach=attach,
