@@ -11,7 +11,7 @@ ARCH ?= fusion_transformer
 STAMP := $(VENV)/.installed
 PIPQ ?= -q --disable-pip-version-check
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo bench bench-memory clean
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ demo: install
 
 bench: install
 	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash recipes/benchmark/run.sh
+
+# peak memory of one train step at base size, --max-tokens 4096, every fusion_transformer arch and transformer
+bench-memory: install
+	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH ARCHS=all SIZE=base \
+		OUT=recipes/benchmark/memory_base.json bash recipes/benchmark/run.sh --memory-only --max-tokens 4096
 
 clean:
 	rm -rf $(VENV) demo_work *.egg-info

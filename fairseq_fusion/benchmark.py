@@ -6,24 +6,127 @@ build the model at the same size on the same binarized data, train with fairseq'
 then measured updates (target words/s), then decode the test split with fairseq's
 ``SequenceGenerator`` (beam 5, sentences/s). Prints a markdown table with ratios to
 ``transformer`` and writes JSON. No timing is asserted anywhere.
+
+Memory (``peak_train_step_mb``) is the peak tensor memory of one training step
+(forward + backward + optimizer step through ``Trainer.train_step``), see
+:func:`step_memory`: on CUDA ``torch.cuda.max_memory_allocated`` with the peak reset just
+before the step; on CPU the tensor bytes held when the step starts (parameters and optimizer
+state; the previous step's gradients are released first, as ``train_step`` does) plus the peak
+of the bytes the step allocates on top of them, from the allocation events of
+``torch.profiler`` (``profile_memory=True``). Process RSS is not used: on CPU it is dominated
+by imports and by what ``malloc`` keeps from earlier steps. ``--memory-only`` measures just
+that, after one unmeasured step, on the training batch with the most attention-score elements
+(sentences x longest length², see :func:`longest_batch`), skipping the timing and decoding.
 """
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 
 SIZES = {
-    # d, ffn, heads, enc layers, dec layers
+    # d, ffn, heads, enc layers, dec layers; these flags override the arch's own sizes (a `_big` or
+    # `_small` arch is measured at the size asked for, with its other settings)
+    "tiny": ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+             "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+             "--encoder-layers", "2", "--decoder-layers", "2"],  # tests only
     "small": ["--encoder-embed-dim", "128", "--decoder-embed-dim", "128", "--encoder-ffn-embed-dim", "512",
               "--decoder-ffn-embed-dim", "512", "--encoder-attention-heads", "4", "--decoder-attention-heads", "4",
               "--encoder-layers", "3", "--decoder-layers", "3"],
     "base": ["--encoder-embed-dim", "512", "--decoder-embed-dim", "512", "--encoder-ffn-embed-dim", "2048",
              "--decoder-ffn-embed-dim", "2048", "--encoder-attention-heads", "8", "--decoder-attention-heads", "8",
              "--encoder-layers", "6", "--decoder-layers", "6"],
+    "big": ["--encoder-embed-dim", "1024", "--decoder-embed-dim", "1024", "--encoder-ffn-embed-dim", "4096",
+            "--decoder-ffn-embed-dim", "4096", "--encoder-attention-heads", "16", "--decoder-attention-heads", "16",
+            "--encoder-layers", "6", "--decoder-layers", "6"],
 }
+
+
+def _tensor_bytes(tensors, device_type):
+    """Bytes of the distinct storages of ``tensors`` on ``device_type`` (views counted once)."""
+    import torch
+    seen, total = set(), 0
+    for t in tensors:
+        if torch.is_tensor(t) and t.device.type == device_type:
+            storage = t.untyped_storage()
+            if storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                total += storage.nbytes()
+    return total
+
+
+def held_state_bytes(trainer, device_type="cpu"):
+    """Parameters, their gradients and the optimizer state (model and criterion) the trainer holds."""
+    params = list(trainer.model.parameters()) + list(trainer.criterion.parameters())
+    tensors = params + [p.grad for p in params if p.grad is not None]
+    optimizer = getattr(trainer, "_optimizer", None)  # None before the first step (fairseq builds it lazily)
+    if optimizer is not None:
+        for state in optimizer.optimizer.state.values():
+            tensors += [v for v in state.values()]
+    return _tensor_bytes(tensors, device_type)
+
+
+def profiled_peak_increase(fn):
+    """Run ``fn()`` under ``torch.profiler`` with ``profile_memory=True``; return the peak of the CPU
+    tensor bytes allocated over the level at the start (allocations minus frees, in time order; a
+    tensor allocated before and freed during ``fn`` counts negative), and the net change at the end.
+    Exact sizes the allocator was asked for: independent of malloc's caching and of RSS."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted(((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                     if e.name() == "[memory]" and e.device_type() == DeviceType.CPU), key=lambda x: x[0])
+    level = peak = 0
+    for _, nbytes in events:
+        level += nbytes
+        peak = max(peak, level)
+    return peak, level
+
+
+def step_memory(trainer, sample, cuda):
+    """Peak memory (MB) of one ``trainer.train_step([sample])``, with what was held before it."""
+    import torch
+    # what train_step does first; done here so that the previous step's gradients are not counted as held (the
+    # profiler cannot see the release of a block allocated before it started, so they would count twice on CPU)
+    trainer.zero_grad()
+    if cuda:
+        torch.cuda.synchronize()
+        held = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        trainer.train_step([sample])
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        measure = "torch.cuda.max_memory_allocated, reset before the step"
+    else:
+        held = held_state_bytes(trainer, "cpu")
+        increase, _ = profiled_peak_increase(lambda: trainer.train_step([sample]))
+        peak = held + increase
+        measure = ("parameters + optimizer state held at the step's start + peak of the tensor bytes the step allocates "
+                   "on top (torch.profiler, profile_memory=True)")
+    return {"peak_train_step_mb": peak / 2**20, "held_at_step_start_mb": held / 2**20,
+            "step_increase_mb": (peak - held) / 2**20, "memory_measure": measure}
+
+
+def batch_shape(sample):
+    return {"sentences": int(sample["nsentences"]), "src_len": int(sample["net_input"]["src_tokens"].size(1)),
+            "tgt_len": int(sample["target"].size(1)), "target_tokens": int(sample["ntokens"])}
+
+
+def longest_batch(task, epoch_itr, split="train"):
+    """The batch of the epoch with the most attention-score elements, sentences x longest length^2: long
+    sentences in a full ``--max-tokens`` batch, where attention and per-token states cost most."""
+    dataset = task.dataset(split)
+    batches = epoch_itr.frozen_batches
+
+    def key(i):
+        b = batches[i]
+        length = max(int(dataset.src_sizes[b].max()), int(dataset.tgt_sizes[b].max()))
+        return len(b) * length * length
+
+    best = max(range(len(batches)), key=key)
+    return dataset.collater([dataset[j] for j in batches[best]])
 
 
 def measure(args):
@@ -55,9 +158,14 @@ def measure(args):
     n_params = sum(p.numel() for p in model.parameters())
     crit = task.build_criterion(cfg.criterion)
     trainer = Trainer(cfg, task, model, crit)
-    itr = trainer.get_train_iterator(epoch=1, load_dataset=False).next_epoch_itr(shuffle=True)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
+    epoch_itr = trainer.get_train_iterator(epoch=1, load_dataset=False)
+    if args.memory_only:
+        sample = longest_batch(task, epoch_itr)
+        trainer.train_step([sample])  # builds the optimizer and its state: the measured step is a steady one
+        return {"arch": args.arch, "params": n_params, **step_memory(trainer, sample, cuda), "batch": batch_shape(sample),
+                "device": "cuda" + (" fp16" if args.fp16 else "") if cuda else "cpu", "size": args.size,
+                "max_tokens": args.max_tokens}
+    itr = epoch_itr.next_epoch_itr(shuffle=True)
     words, t0 = 0, None
     for i, sample in enumerate(itr):
         if i == args.warmup_updates:
@@ -71,6 +179,7 @@ def measure(args):
     if cuda:
         torch.cuda.synchronize()
     train_wps = words / (time.perf_counter() - t0)
+    memory = step_memory(trainer, sample, cuda)  # one more step on the last batch, after the timing
 
     task.load_dataset(args.gen_subset)
     dataset = task.dataset(args.gen_subset)
@@ -90,37 +199,54 @@ def measure(args):
     if cuda:
         torch.cuda.synchronize()
     decode_sps = n_sent / (time.perf_counter() - t0)
-    if cuda:
-        peak_mb = torch.cuda.max_memory_allocated() / 2**20
-    else:
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return {
         "arch": args.arch, "params": n_params, "train_words_per_s": train_wps, "decode_sentences_per_s": decode_sps,
-        "peak_memory_mb": peak_mb, "device": "cuda" + (" fp16" if args.fp16 else "") if cuda else "cpu",
+        **memory, "memory_batch": batch_shape(sample), "device": "cuda" + (" fp16" if args.fp16 else "") if cuda else "cpu",
         "size": args.size, "updates_measured": args.updates, "sentences_decoded": n_sent,
     }
 
 
+MEMORY_HEADER = "peak train-step memory (MB)"
+
+
 def markdown_table(results, baseline="transformer"):
     base = next((r for r in results if r["arch"] == baseline), None)
+
+    def ratio(r, key):
+        return f"{r[key] / base[key]:.2f}" if base else "-"
+
+    if all("train_words_per_s" not in r for r in results):  # --memory-only
+        lines = [f"| arch | params | {MEMORY_HEADER} | ratio to {baseline} |", "|---|---:|---:|---:|"]
+        lines += [f"| {r['arch']} | {r['params'] / 1e6:.2f}M | {r['peak_train_step_mb']:.0f} | {ratio(r, 'peak_train_step_mb')} |"
+                  for r in results]
+        return "\n".join(lines)
     lines = [
-        "| arch | params | train words/s | ratio | decode sent/s | ratio | peak mem (MB) | ratio |",
+        f"| arch | params | train words/s | ratio | decode sent/s | ratio | {MEMORY_HEADER} | ratio |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        def ratio(key):
-            return f"{r[key] / base[key]:.2f}" if base else "-"
         lines.append(
-            f"| {r['arch']} | {r['params'] / 1e6:.2f}M | {r['train_words_per_s']:.0f} | {ratio('train_words_per_s')} | "
-            f"{r['decode_sentences_per_s']:.1f} | {ratio('decode_sentences_per_s')} | {r['peak_memory_mb']:.0f} | {ratio('peak_memory_mb')} |"
+            f"| {r['arch']} | {r['params'] / 1e6:.2f}M | {r['train_words_per_s']:.0f} | {ratio(r, 'train_words_per_s')} | "
+            f"{r['decode_sentences_per_s']:.1f} | {ratio(r, 'decode_sentences_per_s')} | {r['peak_train_step_mb']:.0f} | "
+            f"{ratio(r, 'peak_train_step_mb')} |"
         )
     return "\n".join(lines)
+
+
+def fusion_archs():
+    """Every registered ``fusion_transformer`` arch, sorted."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import fairseq_fusion  # noqa: F401
+    from fairseq_fusion.models import FusionTransformerModel
+    return sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel)
 
 
 def get_parser():
     p = argparse.ArgumentParser(prog="fusion-benchmark", description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True, help="binarized translation data (train and test splits)")
-    p.add_argument("--archs", default="fusion_transformer", help="comma-separated archs; transformer is always added")
+    p.add_argument("--archs", default="fusion_transformer",
+                   help="comma-separated archs, or 'all' (every registered fusion_transformer arch); transformer is always added")
     p.add_argument("--size", choices=sorted(SIZES), default="small")
     p.add_argument("--max-tokens", type=int, default=4000)
     p.add_argument("--warmup-updates", type=int, default=5, help="updates before timing starts")
@@ -130,6 +256,9 @@ def get_parser():
     p.add_argument("--decode-batch-size", type=int, default=64)
     p.add_argument("--fp16", action="store_true", help="on CUDA: train and decode with --fp16")
     p.add_argument("--cpu", action="store_true")
+    p.add_argument("--memory-only", action="store_true",
+                   help="only the peak memory of one train step (after one unmeasured step) on the training batch with the "
+                        "most attention-score elements (long sentences, full --max-tokens); no timing, no decoding")
     p.add_argument("--out", default="benchmark.json", help="JSON output file")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--arch", help=argparse.SUPPRESS)
@@ -142,7 +271,8 @@ def main(args):
         return
     if not os.path.isdir(args.data):
         raise SystemExit(f"fusion-benchmark: --data {args.data} is not a directory (expected binarized data from fusion-prepare-text)")
-    archs = ["transformer"] + [a for a in args.archs.split(",") if a and a != "transformer"]
+    archs = fusion_archs() if args.archs == "all" else args.archs.split(",")
+    archs = ["transformer"] + [a for a in archs if a and a != "transformer"]
     results = []
     for i, arch in enumerate(archs):
         print(f"| [{i + 1}/{len(archs)}] {arch} ...", flush=True)
@@ -155,7 +285,8 @@ def main(args):
             raise SystemExit(f"fusion-benchmark: {arch} failed:\n{proc.stderr[-3000:]}")
         results.append(json.loads(line[-1][len("RESULT "):]))
         r = results[-1]
-        print(f"|   {r['train_words_per_s']:.0f} words/s, {r['decode_sentences_per_s']:.1f} sent/s, {r['peak_memory_mb']:.0f} MB", flush=True)
+        speed = "" if args.memory_only else f"{r['train_words_per_s']:.0f} words/s, {r['decode_sentences_per_s']:.1f} sent/s, "
+        print(f"|   {speed}{r['peak_train_step_mb']:.0f} MB peak train step", flush=True)
     table = markdown_table(results)
     print(table)
     with open(args.out, "w") as f:

@@ -55,6 +55,11 @@ class PhraseRepresentation(nn.Module):
             summary = (tokens * mask).sum(dim=2) / mask.sum(dim=2).clamp(min=1).type_as(x)
         else:  # Eq. 2, max-over-time
             summary = tokens.masked_fill(~mask, torch.finfo(x.dtype).min).amax(dim=2)
+            # an empty phrase slot (batch padding) has no token, so its max is finfo.min, which
+            # W1 of Eq. 3 turns into +-inf in every dtype (0.6-0.9% of W1's outputs for a batch
+            # of 2 and 79 source tokens at d=512): zero it here; the slot's output is zeroed
+            # below anyway, so real phrases (values and gradients) are unchanged
+            summary = summary.masked_fill(seg.phrase_padding_mask.unsqueeze(-1), 0.0)
         if self.attentive:
             both = torch.cat([tokens, summary.unsqueeze(2).expand_as(tokens)], dim=-1)
             scores = self.w2(torch.sigmoid(self.w1(both))).squeeze(-1)  # Eq. 3

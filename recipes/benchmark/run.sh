@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark archs against fairseq's stock transformer on binarized Multi30k.
-#   ARCHS=a,b,c SIZE=small|base BIN=demo_work/data-bin OUT=recipes/benchmark/last_run.json bash recipes/benchmark/run.sh [extra fusion-benchmark flags]
+#   ARCHS=a,b,c|all SIZE=small|base|big BIN=demo_work/data-bin OUT=recipes/benchmark/last_run.json bash recipes/benchmark/run.sh [extra fusion-benchmark flags]
 # On CUDA, add --fp16. Prepares the data with the demo's settings when BIN is missing.
+# Peak train-step memory only (make bench-memory): ARCHS=all SIZE=base bash recipes/benchmark/run.sh --memory-only --max-tokens 4096
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 DATA=${DATA:-$REPO/../shared/data}

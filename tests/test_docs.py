@@ -1,0 +1,79 @@
+"""Docs work from a fresh clone: no absolute paths of one machine, no work-item numbers in headings."""
+import glob
+import os
+import re
+import subprocess
+
+import pytest
+
+from fairseq_fusion import data_paths
+
+REPO = data_paths.REPO_ROOT
+
+# an absolute path under one of these roots; `./work/`, `$REPO/work/`, `../shared/...` and URLs are not
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~$/-])/(?:work|tmp|root|home)/")
+# "issue 6", "Issue #12", "(#9)", "work item 3" in a heading
+ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\s*\d+|\(#\d+\)|\bwork[- ]items?\s*#?\s*\d+", re.IGNORECASE)
+HEADING = re.compile(r"^ {0,3}#{1,6}\s")
+
+
+def markdown_files():
+    """Tracked markdown files (and new ones not ignored by git); every *.md outside ignored folders without git."""
+    try:
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
+                             cwd=REPO, capture_output=True, text=True, check=True).stdout
+        files = [f for f in out.splitlines() if os.path.exists(os.path.join(REPO, f))]
+    except (OSError, subprocess.CalledProcessError):
+        skip = (".venv", "build", "demo_work", "work", "data-bin", ".pytest_cache")
+        files = [os.path.relpath(f, REPO) for f in glob.glob(os.path.join(REPO, "**", "*.md"), recursive=True)
+                 if os.path.relpath(f, REPO).split(os.sep)[0] not in skip]
+    return sorted(files)
+
+
+def problems(text):
+    """(line number, what) for each absolute machine path and each heading naming an issue number."""
+    found, in_fence = [], False
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        if ABSOLUTE_PATH.search(line):
+            found.append((n, f"absolute path: {line.strip()}"))
+        if not in_fence and HEADING.match(line) and ISSUE_NUMBER.search(line):
+            found.append((n, f"issue number in heading: {line.strip()}"))
+    return found
+
+
+@pytest.mark.parametrize("text", [
+    "# Source phrase representations (Xu et al. 2020), issue 6\n",
+    "# Recipes: one per WMT task of the papers (issue 9)\n",
+    "## Memory (Issue #12)\n",
+    "Paper: (`/work/shared/papers/002_cb77e61a0fe86b52.txt`).\n",
+    "Data: `/tmp/m30k_full` (fusion-prepare-text, 4000 joint BPE merges).\n",
+    "    fairseq-train /tmp/m30k --user-dir fairseq_fusion\n",
+    "```\nfusion-aer --gold /home/me/deen.talp\n```\n",
+    "see /root/.cache/x\n",
+])
+def test_checker_catches_the_old_text(text):
+    assert problems(text)
+
+
+@pytest.mark.parametrize("text", [
+    "# Source phrase representations (Xu et al. 2020)\n",
+    "Paper: (`../shared/papers/002_cb77e61a0fe86b52.txt`).\n",
+    "`WORK` defaults to `./work/<task>`; `$REPO/work/x`; https://example.org/home/page\n",
+    "```\n# shell comment about issue 5, not a heading\n```\n",
+    "The issue 12 text may be cited in a sentence.\n",
+])
+def test_checker_accepts_repo_relative_text(text):
+    assert not problems(text)
+
+
+def test_markdown_files_have_no_machine_paths_or_issue_headings():
+    files = markdown_files()
+    assert "README.md" in files and any(f.startswith("docs/") for f in files)
+    bad = []
+    for f in files:
+        with open(os.path.join(REPO, f), encoding="utf-8") as fh:
+            bad += [f"{f}:{n}: {what}" for n, what in problems(fh.read())]
+    assert not bad, "\n".join(bad)
