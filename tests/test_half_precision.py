@@ -33,9 +33,10 @@ measured numbers.
   is finite, every half gradient (still multiplied by the loss scale for fp16) is finite, no
   update is skipped for overflow (the loss scale stays 128; an overflow would stop fairseq on
   CPU anyway: its handler calls ``.cuda()``), every fp32 master weight moves and every weight
-  stays finite; every sub-module's output in the training forward is finite. Training runs at d=64 (FFN 256, 4 heads, 6+6 layers) by default: on CPU a
-  half-precision backward has no fast GEMM kernel for one of its products and takes about
-  20 s per base-width update on one core. ``FUSION_HALF_TRAIN_DIM=512`` trains at base width.
+  stays finite; every sub-module's output in the training forward is finite. Training runs at
+  d=64 (FFN 256, 4 heads, 6+6 layers) by default: on CPU a half-precision backward has no fast
+  GEMM kernel for one of its products and takes about 20 s per base-width update on one core.
+  ``FUSION_HALF_TRAIN_DIM=512`` trains at base width.
 - ``test_memory_efficient_fp16_optimizer``: the same with ``--memory-efficient-fp16`` /
   ``--memory-efficient-bf16`` (MemoryEfficientFP16Optimizer, no master weights).
 """
