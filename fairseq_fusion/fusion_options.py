@@ -44,9 +44,10 @@ class OptionGroup:
 GROUPS: List[OptionGroup] = []
 
 # Version of the flags' meaning, stored in every checkpoint's args (fairseq's parser adds it to
-# fresh arguments). 2: flags with a ``legacy`` value exist; arguments without a version are a
-# checkpoint of version 1 and get the legacy values.
-OPTIONS_VERSION = 2
+# fresh arguments). 2: flags with a ``legacy`` value exist (deep representations, layer fusion);
+# 3: the phrase flags with a ``legacy`` value. Arguments without a version are version 1. A
+# checkpoint of an older version lacks the flags added since and gets their legacy values.
+OPTIONS_VERSION = 3
 VERSION_KEY = "fusion_options_version"
 
 
@@ -88,6 +89,14 @@ def set_defaults(args):
             )
         setattr(args, flag.name, value)
     setattr(args, VERSION_KEY, version)
+
+
+def preset_default(args, name, value, since: int):
+    """A preset's default for a flag added in options version ``since``: fresh arguments (and
+    checkpoints of that version or later) get ``value``; an older checkpoint's arguments, which
+    lack the flag, keep the flag's off value (set by ``set_defaults``), i.e. what it computed."""
+    if (getattr(args, VERSION_KEY, None) or 1) >= since:
+        setattr(args, name, getattr(args, name, value))
 
 
 def option_name(name: str) -> str:

@@ -312,11 +312,13 @@ def off_value_changed(flag):
 
 
 def switched_on(requirement):
-    """Flag settings that satisfy one requirement of ``Flag.requires``."""
-    if isinstance(requirement, str):
-        return {requirement: off_value_changed(fusion_options._flag(requirement))}
-    name, values = requirement
-    return {name: values[0]}
+    """Flag settings that satisfy one requirement of ``Flag.requires`` (and, when the required
+    flag itself configures a technique, that technique's switch)."""
+    name = requirement if isinstance(requirement, str) else requirement[0]
+    flag = fusion_options._flag(name)
+    settings = {} if flag.switch else switched_on(flag.requires[0])
+    value = off_value_changed(flag) if isinstance(requirement, str) else requirement[1][0]
+    return {**settings, name: value}
 
 
 def cli(settings):
@@ -333,7 +335,11 @@ def test_every_flag_is_a_switch_or_depends_on_one():
     assert not unclassified, unclassified
     switches = {f.name for f in flags if f.switch}
     named = {r if isinstance(r, str) else r[0] for f in flags for r in f.requires}
-    assert named <= switches, named - switches
+    # a required flag is a switch, or a flag that itself requires only switches
+    # (e.g. --phrase-transparent-dropconnect needs --phrase-transparent-attention)
+    second = {n for n in named - switches
+              if {r if isinstance(r, str) else r[0] for r in fusion_options._flag(n).requires} <= switches}
+    assert named <= switches | second, named - switches - second
 
 
 DEPENDENT = [(f, r) for g in fusion_options.GROUPS for f in g.flags for r in f.requires]

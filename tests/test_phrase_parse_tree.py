@@ -35,6 +35,13 @@ def test_long_sentence_uses_eight_token_phrases_from_the_right():
     assert phrase_lengths(tree, " ".join(words)) == [2] + [8] * 6
 
 
+@pytest.mark.parametrize("rounding,expected", [("ceil", [4] + [5] * 4), ("floor", [4] * 6)])
+def test_size_limit_follows_the_rounding(rounding, expected):
+    words = [f"w{i}" for i in range(24)]  # 24 sub-words + </s>: seql / 6 = 4.17 -> n = 5 (ceil) or 4 (floor)
+    tree = "(S " + " ".join(f"(X {w})" for w in words) + ")"
+    assert phrase_lengths(tree, " ".join(words), rounding) == expected
+
+
 def test_every_sub_word_in_exactly_one_phrase_within_the_limit():
     words = "A man in a blue shirt is standing on a ladder cleaning windows .".split()
     tree = ("(ROOT (S (NP (NP (DT A) (NN man)) (PP (IN in) (NP (DT a) (JJ blue) (NN shirt)))) "

@@ -1,4 +1,6 @@
 """n-gram and span segmentation of a padded source batch (Xu et al. 2020, footnote 2)."""
+import math
+
 import pytest
 import torch
 
@@ -13,14 +15,14 @@ from fairseq_fusion.modules.phrase_segmentation import (
 PAD = 1
 
 
-def reference_ntok(seql):
-    """Footnote 2 as plain Python: ntok = max(min(8, seql / 6), 3), whole tokens."""
-    return max(min(8, seql // 6), 3)
+def reference_ntok(seql, rounding="ceil"):
+    """Footnote 2 as plain Python: ntok = max(min(8, seql / 6), 3), seql / 6 rounded to whole tokens."""
+    return max(min(8, (math.ceil if rounding == "ceil" else math.floor)(seql / 6)), 3)
 
 
-def reference_phrases(n_tokens):
+def reference_phrases(n_tokens, rounding="ceil"):
     """[[token ranks of phrase 0], ...] for a sentence of n_tokens tokens."""
-    ntok = reference_ntok(n_tokens)
+    ntok = reference_ntok(n_tokens, rounding)
     return [list(range(s, min(s + ntok, n_tokens))) for s in range(0, n_tokens, ntok)]
 
 
@@ -47,9 +49,27 @@ def phrases_of(seg, b, tokens):
     return out
 
 
-@pytest.mark.parametrize("seql,ntok", [(1, 3), (2, 3), (17, 3), (18, 3), (24, 4), (35, 5), (47, 7), (48, 8), (300, 8)])
-def test_phrase_size_formula(seql, ntok):
-    assert int(ngram_phrase_size(torch.tensor(seql))) == ntok == reference_ntok(seql)
+@pytest.mark.parametrize("rounding,seql,ntok", [
+    ("floor", 1, 3), ("floor", 2, 3), ("floor", 17, 3), ("floor", 18, 3), ("floor", 24, 4), ("floor", 35, 5),
+    ("floor", 47, 7), ("floor", 48, 8), ("floor", 300, 8),
+    ("ceil", 1, 3), ("ceil", 18, 3), ("ceil", 19, 4), ("ceil", 24, 4), ("ceil", 25, 5), ("ceil", 35, 6),
+    ("ceil", 42, 7), ("ceil", 43, 8), ("ceil", 300, 8),
+])
+def test_phrase_size_formula(rounding, seql, ntok):
+    """Hand-computed sizes; ceil is the default (the authors' code)."""
+    assert int(ngram_phrase_size(torch.tensor(seql), rounding)) == ntok == reference_ntok(seql, rounding)
+    if rounding == "ceil":
+        assert int(ngram_phrase_size(torch.tensor(seql))) == ntok
+
+
+def test_phrase_size_rounding_reaches_the_segmenter():
+    tokens = padded_batch([35, 7])
+    ceil = PhraseSegmenter("ngram", PAD).segment(tokens, {})
+    floor = PhraseSegmenter("ngram", PAD, "floor").segment(tokens, {})
+    assert [len(p) for p in phrases_of(ceil, 0, tokens)] == [6] * 5 + [5]
+    assert [len(p) for p in phrases_of(floor, 0, tokens)] == [5] * 7
+    with pytest.raises(ValueError, match="--phrase-size-rounding"):
+        PhraseSegmenter("ngram", PAD, "round")
 
 
 @pytest.mark.parametrize("left_pad", [True, False])
@@ -78,9 +98,10 @@ def test_last_phrase_padded_and_padding_never_in_a_phrase():
     for b in range(2):
         counts[b].index_add_(0, seg.index[b][seg.token_mask[b]], torch.ones_like(seg.index[b][seg.token_mask[b]]))
     assert torch.equal(counts, real.long())
-    # sentence 0: 7 tokens, ntok 3 -> phrases 3, 3, 1 (last one padded); the batch has 7 phrase slots
+    # sentence 0: 7 tokens, ntok 3 -> phrases 3, 3, 1 (last one padded); sentence 1: 20 tokens,
+    # ntok ceil(20 / 6) = 4 -> 5 phrases, so the batch has 5 phrase slots
     assert seg.token_mask[0].sum(dim=1).tolist()[:3] == [3, 3, 1]
-    assert seg.phrase_padding_mask[0].tolist() == [False] * 3 + [True] * 4
+    assert seg.phrase_padding_mask[0].tolist() == [False] * 3 + [True] * 2
 
 
 def test_spans_give_phrases_and_eos_phrase():
@@ -104,10 +125,11 @@ def test_parse_mode_without_spans_names_the_task():
         PhraseSegmenter("parse", PAD).segment(padded_batch([4]), {})
 
 
-def test_ngram_ids_match_reference_for_every_length():
+@pytest.mark.parametrize("rounding", ["ceil", "floor"])
+def test_ngram_ids_match_reference_for_every_length(rounding):
     lengths = list(range(1, 120))
-    ids = ngram_phrase_ids(padded_batch(lengths).eq(PAD))
+    ids = ngram_phrase_ids(padded_batch(lengths).eq(PAD), rounding)
     for b, n in enumerate(lengths):
-        expected = [p for p, phrase in enumerate(reference_phrases(n)) for _ in phrase]
+        expected = [p for p, phrase in enumerate(reference_phrases(n, rounding)) for _ in phrase]
         assert ids[b, -n:].tolist() == expected
         assert (ids[b, :-n] == -1).all()

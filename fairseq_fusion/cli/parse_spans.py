@@ -12,6 +12,7 @@ import os
 import sys
 
 from ..modules.phrase_parse_tree import ParseError, phrase_lengths
+from ..modules.phrase_segmentation import ROUNDINGS
 from ..tasks.translation_with_phrases import format_spans, span_path
 
 
@@ -24,6 +25,9 @@ def get_parser():
     p.add_argument("--parse", required=True, help="parse trees, one bracketed tree per source line")
     p.add_argument("--bpe", default=None, help="BPE source text of the split (default: DATA/tok/SPLIT.bpe.SRC)")
     p.add_argument("--output", default=None, help="span file (default: DATA/SPLIT.SRC-TGT.SRC.phrases)")
+    p.add_argument("--phrase-size-rounding", choices=list(ROUNDINGS), default="ceil",
+                   help="the phrase size limit n is footnote 2's seql / 6 rounded up (ceil, the authors' code) "
+                   "or down (floor): as the model's --phrase-size-rounding")
     p.add_argument("--max-errors", type=int, default=10, help="report at most this many bad lines")
     return p
 
@@ -39,14 +43,14 @@ def binarized_sizes(data, split, src, tgt):
     return [int(n) for n in dataset.sizes]  # copied while the memory map is open
 
 
-def compute_spans(tree_lines, bpe_lines, parse_path, max_errors=10):
+def compute_spans(tree_lines, bpe_lines, parse_path, max_errors=10, rounding="ceil"):
     """(spans, errors): the phrase lengths of every line, and 'FILE line N: ...' messages."""
     spans, errors = [], []
     if len(tree_lines) != len(bpe_lines):
         errors.append(f"{parse_path}: {len(tree_lines)} trees but the BPE text has {len(bpe_lines)} lines")
     for i, (tree, bpe) in enumerate(zip(tree_lines, bpe_lines), start=1):
         try:
-            spans.append(phrase_lengths(tree, bpe))
+            spans.append(phrase_lengths(tree, bpe, rounding))
         except ParseError as e:
             errors.append(f"{parse_path} line {i}: {e}")
             if len(errors) >= max_errors:
@@ -63,7 +67,7 @@ def main(args):
         trees = [line.rstrip("\n") for line in f]
     with open(bpe_path, encoding="utf-8") as f:
         bpe = [line.rstrip("\n") for line in f]
-    spans, errors = compute_spans(trees, bpe, args.parse, args.max_errors)
+    spans, errors = compute_spans(trees, bpe, args.parse, args.max_errors, args.phrase_size_rounding)
     sizes = binarized_sizes(args.data, args.split, args.source_lang, args.target_lang)
     if sizes is not None and not errors:
         if len(sizes) != len(spans):

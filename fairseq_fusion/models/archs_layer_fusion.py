@@ -13,8 +13,7 @@ AUTHORS_DEFAULTS_SINCE = 2
 
 
 def _authors_default(args, name, value):
-    if (getattr(args, fusion_options.VERSION_KEY, None) or 1) >= AUTHORS_DEFAULTS_SINCE:
-        setattr(args, name, getattr(args, name, value))
+    fusion_options.preset_default(args, name, value, since=AUTHORS_DEFAULTS_SINCE)
 
 
 def _layer_attention(args, granularity):

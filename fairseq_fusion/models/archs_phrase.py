@@ -4,11 +4,22 @@
 on Transformer Base, ``transformer_phrase_big`` on Transformer Big; the other presets are
 rows of Table 2 (ablation). "+Parse" is ``--phrase-segmentation parse`` on any of them with
 ``--task translation_with_phrases``.
+
+"+TA" follows the authors' code (hfxunlp/transformer, ``transformer/LD``): the phrases (Eq. 6)
+and the tokens each decoder layer's encoder attention reads are per-decoder-layer softmax
+mixtures of the embedding layer and every encoder layer, with dropout (the model's
+``--dropout``) on the mixing weights; the token side is ``--layer-attention coarse`` (Bapna et
+al. 2018's transparent attention, ``--layer-attention none`` gives the phrase-only reading).
 """
 from fairseq.models import register_model_architecture
+from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_vaswani_wmt_en_de_big
 
-from ..modules import phrase_representations  # noqa: F401  (registers the flags)
+from .. import fusion_options
+from ..modules import layer_attention, phrase_representations  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
+
+# options version in which the presets' Eq. 6 DropConnect (a new flag) became the authors' code
+TRANSPARENT_DROPCONNECT_SINCE = 3
 
 
 def _phrase_flags(args, glance="max", attentive=True, transparent=True):
@@ -19,15 +30,31 @@ def _phrase_flags(args, glance="max", attentive=True, transparent=True):
     args.phrase_segmentation = getattr(args, "phrase_segmentation", "ngram")
 
 
+def _transparent_attention(args, size_defaults):
+    """"+TA" as the authors' code: token transparent attention and DropConnect p = --dropout on
+    both mixtures' weights (``size_defaults`` fills --dropout: 0.1 Base, 0.3 Big)."""
+    size_defaults(args)
+    args.layer_attention = getattr(args, "layer_attention", "coarse")
+    # configure only what is on: a user's --layer-attention none or --phrase-transparent-attention
+    # false must not leave a dependent flag set (that is refused)
+    if args.layer_attention != "none":
+        args.layer_attention_dropconnect = getattr(args, "layer_attention_dropconnect", args.dropout)
+    if args.phrase_transparent_attention:
+        fusion_options.preset_default(args, "phrase_transparent_dropconnect", args.dropout,
+                                      since=TRANSPARENT_DROPCONNECT_SINCE)
+
+
 @register_model_architecture("fusion_transformer", "transformer_phrase")
 def transformer_phrase(args):
     _phrase_flags(args)
+    _transparent_attention(args, base_architecture)
     fusion_base_architecture(args)
 
 
 @register_model_architecture("fusion_transformer", "transformer_phrase_big")
 def transformer_phrase_big(args):
     _phrase_flags(args)
+    _transparent_attention(args, transformer_vaswani_wmt_en_de_big)
     fusion_big_architecture(args)
 
 

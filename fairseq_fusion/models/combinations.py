@@ -1,6 +1,7 @@
-"""Documented combinations of techniques from different papers.
+"""Documented combinations of techniques from different papers, and the papers' other readings.
 
-Each entry is a named architecture plus flags of other papers' techniques. The contract
+Each entry is a named architecture plus flags of other papers' techniques, or plus the flags
+that give another reading of one of its paper's open choices. The contract
 suite (``tests/test_contracts.py``) and the half-precision suite check every entry as they
 check every registered arch, so a combination listed here is one that keeps the contracts.
 The papers' docs (``docs/*.md``, "Composition") name the combinations they rely on; refused
@@ -21,6 +22,11 @@ COMBINATIONS = {
     "surface_fusion+simplified_decoder": ("transformer_surface_fusion", ["--simplified-decoder"]),
     "surface_fusion+fine_layer_attention": ("transformer_surface_fusion", ["--layer-attention", "fine"]),
     "phrase+fine_layer_attention": ("transformer_phrase", ["--layer-attention", "fine"]),
+    # Xu et al.'s earlier readings (docs/phrase_representations.md, choices table): Eq. 8 of width d
+    # with a residual of x only, footnote 2 rounded down, phrase-only transparent attention
+    "phrase_narrow_floor_phrase_only_ta": (
+        "transformer_phrase", ["--phrase-combiner", "narrow", "--phrase-size-rounding", "floor", "--layer-attention", "none"],
+    ),
     # three papers at once: Dou (hierarchical) + Yang (simplified decoder) + Liu (SurfaceFusion)
     "hierarchical+simplified_decoder+surface_fusion": (
         "transformer_hierarchical_aggregation", ["--simplified-decoder", "--surface-fusion", "hard"],

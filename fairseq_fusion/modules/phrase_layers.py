@@ -1,8 +1,8 @@
 """Source phrase representations in the Transformer (Xu et al. 2020, ACL, §3).
 
 - ``PhraseRepresentation``: Eq. 2-5. R_all = F_glance(R_t1..R_tm) (mean or max-over-time);
-  s_i = W2 sigmoid(W1 [R_ti | R_all] + b1) + b2; p_i = softmax_i(s_i) over the phrase's own
-  tokens (padding excluded); R_phrase = sum_i p_i R_ti. Without ``attentive`` (Table 2,
+  s_i = W2 sigmoid(W1 [R_ti | R_all] + b1) (+ b2, which the softmax ignores: left out);
+  p_i = softmax_i(s_i) over the phrase's own tokens (padding excluded); R_phrase = sum_i p_i R_ti. Without ``attentive`` (Table 2,
   "+Mean" / "+Max") the phrase representation is R_all itself. W1 maps 2d -> d (the paper
   gives no width; "one linear transformation and a vector", W2 is d -> 1).
 - ``PhraseAttentiveCombination``: Eq. 7-8. out_phrase = Attn_MH(x, R_phrase);
@@ -20,6 +20,8 @@ self-attention; its R^k, and R^d generated from the encoder's output, go to the 
 in the encoder output ("phrase_reps", P x B x C each; "phrase_padding_mask", B x P).
 Decoder layers run self-attention -> "phrase_attn" -> encoder attention -> FFN.
 """
+import math
+
 import torch
 import torch.nn.functional as F
 from fairseq.modules import LayerNorm, MultiheadAttention
@@ -30,6 +32,7 @@ from .phrase_segmentation import PhraseSegmenter, Segmentation
 
 PHRASE_REPS = "phrase_reps"
 PHRASE_PADDING_MASK = "phrase_padding_mask"
+COMBINERS = ("residue", "narrow")
 
 
 class PhraseRepresentation(nn.Module):
@@ -43,7 +46,14 @@ class PhraseRepresentation(nn.Module):
         self.attentive = attentive
         if attentive:
             self.w1 = nn.Linear(2 * embed_dim, embed_dim)
-            self.w2 = nn.Linear(embed_dim, 1)
+            # Eq. 3's b2 is left out: Eq. 4's softmax over i ignores a constant added to every s_i,
+            # so b2 could never change (its gradient is exactly zero); the authors' softmax scorer
+            # (``DATTNCombiner``) has no bias either
+            self.w2 = nn.Linear(embed_dim, 1, bias=False)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Checkpoints that still have b2: drop it (it did not change any output)."""
+        state_dict.pop(f"{name}.w2.bias" if name else "w2.bias", None)
 
     def forward(self, x: Tensor, seg: Segmentation) -> Tensor:
         """x: T x B x C token vectors -> P x B x C phrase vectors (zeros for empty phrase slots)."""
@@ -71,15 +81,25 @@ class PhraseRepresentation(nn.Module):
 
 
 class PhraseAttentiveCombination(nn.Module):
-    """Eq. 7-8 with residual connection and layer normalization (post- or pre-norm)."""
+    """Eq. 7-8 with residual connection and layer normalization (post- or pre-norm).
 
-    def __init__(self, cfg, embed_dim: int, heads: int, normalize_before: bool):
+    ``combiner`` (the paper gives neither W3's width nor what the residual adds):
+    "residue" (the authors' ``ResidueCombiner``): W3 2d -> ``hidden_dim`` (d_ff), dropout on the
+    sigmoid, LN(x + dropout(out) + out_phrase); "narrow": W3 2d -> d, LN(x + dropout(out)).
+    """
+
+    def __init__(self, cfg, embed_dim: int, heads: int, normalize_before: bool,
+                 combiner: str = "residue", hidden_dim: int = None):
         super().__init__()
+        if combiner not in COMBINERS:
+            raise ValueError(f"--phrase-combiner: expected one of {list(COMBINERS)}, got {combiner!r}")
         self.attn = MultiheadAttention(
             embed_dim, heads, dropout=cfg.attention_dropout, encoder_decoder_attention=True
         )
-        self.w3 = nn.Linear(2 * embed_dim, embed_dim)
-        self.w4 = nn.Linear(embed_dim, embed_dim)
+        self.residue = combiner == "residue"
+        hidden = hidden_dim if self.residue else embed_dim
+        self.w3 = nn.Linear(2 * embed_dim, hidden)
+        self.w4 = nn.Linear(hidden, embed_dim)
         self.layer_norm = LayerNorm(embed_dim)
         self.dropout_module = FairseqDropout(cfg.dropout, module_name=type(self).__name__)
         self.normalize_before = normalize_before
@@ -97,8 +117,12 @@ class PhraseAttentiveCombination(nn.Module):
             static_kv=True,
             need_weights=False,
         )
-        out = self.w4(torch.sigmoid(self.w3(torch.cat([x, out_phrase], dim=-1))))  # Eq. 8
-        x = residual + self.dropout_module(out)
+        hidden = torch.sigmoid(self.w3(torch.cat([x, out_phrase], dim=-1)))  # Eq. 8
+        if self.residue:
+            hidden = self.dropout_module(hidden)
+        x = residual + self.dropout_module(self.w4(hidden))
+        if self.residue:
+            x = x + out_phrase
         if not self.normalize_before:
             x = self.layer_norm(x)
         return x
@@ -107,12 +131,13 @@ class PhraseAttentiveCombination(nn.Module):
 class PhraseEncoderSublayer(nn.Module):
     """Encoder layer k: R^k from the layer's input (Eq. 2-5), then attentive combination (Eq. 7-8)."""
 
-    def __init__(self, cfg, segmenter: PhraseSegmenter, glance: str, attentive: bool):
+    def __init__(self, cfg, segmenter: PhraseSegmenter, glance: str, attentive: bool, combiner: str = "residue"):
         super().__init__()
         self.segmenter = segmenter
         self.represent = PhraseRepresentation(cfg.encoder.embed_dim, glance, attentive)
         self.combine = PhraseAttentiveCombination(
-            cfg, cfg.encoder.embed_dim, cfg.encoder.attention_heads, cfg.encoder.normalize_before
+            cfg, cfg.encoder.embed_dim, cfg.encoder.attention_heads, cfg.encoder.normalize_before,
+            combiner, cfg.encoder.ffn_embed_dim,
         )
 
     def forward(self, x, st):
@@ -142,16 +167,30 @@ class PhraseEncoderOutput(nn.Module):
 
 
 class PhraseDecoderSublayer(nn.Module):
-    """Decoder "phrase_attn": attentive combination (Eq. 7-8) with R^j_d (Eq. 6, or the top R^d)."""
+    """Decoder "phrase_attn": attentive combination (Eq. 7-8) with R^j_d (Eq. 6, or the top R^d).
 
-    def __init__(self, cfg, num_encoder_states: int, transparent: bool):
+    Eq. 6's weights w^j are initialized uniformly in +-sqrt(1 / (d + 1)) and, in training, get
+    DropConnect (dropout on w^j before the softmax) with ``dropconnect``, as the authors' code
+    (``sc_tattn_w``; the paper is silent). In incremental decoding the phrase keys and values
+    are cached after the first step (static), so the mixture is computed once per sentence.
+    """
+
+    def __init__(self, cfg, num_encoder_states: int, transparent: bool, combiner: str = "residue",
+                 dropconnect: float = 0.0):
         super().__init__()
         self.combine = PhraseAttentiveCombination(
-            cfg, cfg.decoder.embed_dim, cfg.decoder.attention_heads, cfg.decoder.normalize_before
+            cfg, cfg.decoder.embed_dim, cfg.decoder.attention_heads, cfg.decoder.normalize_before,
+            combiner, cfg.decoder.ffn_embed_dim,
         )
         self.transparent = transparent
+        self.dropconnect = dropconnect
         if transparent:  # Eq. 6: w^j over the embedding layer and every encoder layer
-            self.layer_weights = nn.Parameter(torch.zeros(num_encoder_states))
+            bound = math.sqrt(1.0 / num_encoder_states)
+            self.layer_weights = nn.Parameter(torch.empty(num_encoder_states).uniform_(-bound, bound))
+
+    def mixture_weights(self):
+        w = F.dropout(self.layer_weights, p=self.dropconnect, training=self.training)
+        return F.softmax(w.float(), dim=0)
 
     def decoder_phrases(self, reps):
         if not self.transparent:
@@ -161,7 +200,7 @@ class PhraseDecoderSublayer(nn.Module):
                 f"--phrase-transparent-attention: the encoder output has {len(reps)} phrase "
                 f"representations, this decoder layer weighs {self.layer_weights.numel()}"
             )
-        weights = F.softmax(self.layer_weights, dim=0)
+        weights = self.mixture_weights()
         return torch.einsum("l,lpbc->pbc", weights.type_as(reps[0]), torch.stack(reps, dim=0))
 
     def forward(self, x, st):
@@ -171,6 +210,9 @@ class PhraseDecoderSublayer(nn.Module):
                 "--phrase-representations: the decoder needs the encoder's phrase representations "
                 f"('{PHRASE_REPS}' in encoder_out)"
             )
-        phrases = self.decoder_phrases(encoder_out[PHRASE_REPS])
+        incremental_state = st["incremental_state"]
+        cached = incremental_state is not None and "prev_key" in self.combine.attn._get_input_buffer(incremental_state)
+        # static keys/values cached at the first step: fairseq's attention ignores ``key`` then
+        phrases = None if cached else self.decoder_phrases(encoder_out[PHRASE_REPS])
         mask = encoder_out[PHRASE_PADDING_MASK][0]
-        return self.combine(x, phrases, mask, incremental_state=st["incremental_state"])
+        return self.combine(x, phrases, mask, incremental_state=incremental_state)

@@ -182,8 +182,9 @@ def extract_phrases(tree: Node, max_tokens: int) -> List[int]:
     return phrases
 
 
-def phrase_lengths(tree_line: str, bpe_line: str) -> List[int]:
-    """Phrase lengths in sub-words of one sentence (sum = its number of BPE tokens)."""
+def phrase_lengths(tree_line: str, bpe_line: str, rounding: str = "ceil") -> List[int]:
+    """Phrase lengths in sub-words of one sentence (sum = its number of BPE tokens); the limit n
+    is the footnote-2 size of the sentence (``rounding`` of seql / 6, as ``--phrase-size-rounding``)."""
     tree = attach_subwords(parse_tree(tree_line), bpe_line.split())
     n_subwords = annotate(tree)
-    return extract_phrases(tree, int(ngram_phrase_size(torch.tensor(n_subwords + 1))))
+    return extract_phrases(tree, int(ngram_phrase_size(torch.tensor(n_subwords + 1), rounding)))

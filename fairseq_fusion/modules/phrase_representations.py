@@ -11,6 +11,10 @@ paper's Table 2 (ablation):
 | +Max+Attn+TA       | --phrase-glance max --phrase-attentive --phrase-transparent-attention      |
 | ... +Parse         | ... --phrase-segmentation parse (with --task translation_with_phrases)     |
 
+"+TA" in the presets is also the token side of the authors' code: every decoder layer's
+encoder attention reads its own mixture of the encoder layers (``--layer-attention coarse``,
+Bapna et al. 2018's transparent attention, ``layer_attention``).
+
 Installs (seam d) the sub-layer "phrase_attn" first in every encoder layer and between
 self-attention and encoder attention in every decoder layer, and adds the phrase
 representations to the encoder output (``extra_output_modules``, batch dims registered so
@@ -21,18 +25,20 @@ from torch import nn
 from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
 from .phrase_layers import (
+    COMBINERS,
     PHRASE_PADDING_MASK,
     PHRASE_REPS,
     PhraseDecoderSublayer,
     PhraseEncoderOutput,
     PhraseEncoderSublayer,
 )
-from .phrase_segmentation import PhraseSegmenter
+from .phrase_segmentation import ROUNDINGS, PhraseSegmenter
 
 SUBLAYER = "phrase_attn"
 ON = ["phrase_representations"]
 DEFAULTS = {"phrase_glance": "max", "phrase_attentive": False,
-            "phrase_transparent_attention": False, "phrase_segmentation": "ngram"}
+            "phrase_transparent_attention": False, "phrase_segmentation": "ngram",
+            "phrase_combiner": "residue", "phrase_size_rounding": "ceil", "phrase_transparent_dropconnect": 0.0}
 
 
 def validate(args):
@@ -54,6 +60,15 @@ def validate(args):
             "phrase representations that every encoder layer builds (Eq. 6): use one of them"
         )
     segmentation = option(args, "phrase_segmentation")
+    p = option(args, "phrase_transparent_dropconnect")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"--phrase-transparent-dropconnect: expected a probability in [0, 1), got {p}")
+    fresh = (getattr(args, fusion_options.VERSION_KEY, None) or 1) >= fusion_options.OPTIONS_VERSION
+    if fresh and segmentation == "parse" and option(args, "phrase_size_rounding") != DEFAULTS["phrase_size_rounding"]:
+        raise ValueError(
+            "--phrase-size-rounding sizes n-gram phrases; with --phrase-segmentation parse the phrase "
+            "sizes come from the span file: give --phrase-size-rounding to fusion-parse-spans instead"
+        )
     task = getattr(args, "task", None)
     if segmentation == "parse" and task is not None and task != "translation_with_phrases":
         raise ValueError(
@@ -89,16 +104,18 @@ def attach(model, args):
     cfg = TransformerConfig.from_namespace(args)
     glance, attentive = option(args, "phrase_glance"), bool(option(args, "phrase_attentive"))
     transparent = bool(option(args, "phrase_transparent_attention"))
+    combiner = option(args, "phrase_combiner")
     encoder, decoder = model.encoder, model.decoder
-    segmenter = PhraseSegmenter(option(args, "phrase_segmentation"), encoder.padding_idx)
+    segmenter = PhraseSegmenter(option(args, "phrase_segmentation"), encoder.padding_idx, option(args, "phrase_size_rounding"))
     for layer in encoder.layers:
-        add_sublayer(layer, SUBLAYER, PhraseEncoderSublayer(cfg, segmenter, glance, attentive), "self_attn")
+        add_sublayer(layer, SUBLAYER, PhraseEncoderSublayer(cfg, segmenter, glance, attentive, combiner), "self_attn")
     encoder.phrase_output = PhraseEncoderOutput(cfg.encoder.embed_dim, segmenter, glance, attentive, transparent)
     encoder.extra_output_modules.append(encoder.phrase_output)
     encoder.extra_out_batch_dims.update({PHRASE_REPS: 1, PHRASE_PADDING_MASK: 0})
     num_states = len(encoder.layers) + 1  # Eq. 6: i = 0 (embedding layer) .. d
     for layer in decoder.layers:
-        add_sublayer(layer, SUBLAYER, PhraseDecoderSublayer(cfg, num_states, transparent), "encoder_attn")
+        sub = PhraseDecoderSublayer(cfg, num_states, transparent, combiner, option(args, "phrase_transparent_dropconnect"))
+        add_sublayer(layer, SUBLAYER, sub, "encoder_attn")
 
 
 fusion_options.register(OptionGroup(
@@ -112,6 +129,16 @@ fusion_options.register(OptionGroup(
              type=bool, requires=ON),
         Flag("phrase_segmentation", None, "ngram (footnote 2, default) or parse (Algorithm 1, --task translation_with_phrases)",
              choices=["ngram", "parse"], requires=ON),
+        Flag("phrase_combiner", "residue",
+             "Eq. 8: 'residue' (the authors' code: W3 2d -> FFN dim, dropout on the sigmoid, residual x + out_phrase "
+             "before the LayerNorm) or 'narrow' (W3 2d -> d, residual x)",
+             choices=list(COMBINERS), requires=ON, legacy="narrow"),
+        Flag("phrase_size_rounding", "ceil",
+             "footnote 2's n-gram size max(min(8, seql / 6), 3): seql / 6 rounded up (ceil, the authors' code) or down",
+             choices=list(ROUNDINGS), requires=ON, legacy="floor"),
+        Flag("phrase_transparent_dropconnect", 0.0,
+             "DropConnect on Eq. 6's weights w^j in training (the authors' code and the presets: --dropout)",
+             type=float, requires=["phrase_transparent_attention"]),
     ],
     validate=validate,
     attach=attach,

@@ -7,8 +7,8 @@ attention over phrases.
 
 - n-gram phrases (footnote 2): ``ntok = max(min(8, seql / 6), 3)`` tokens per phrase, with
   ``seql`` the sentence's own length (its non-padding tokens, the final ``</s>`` included),
-  never the padded batch length; the last phrase is shorter (padded). Reading: ``seql / 6``
-  is integer division, as a phrase holds a whole number of tokens.
+  never the padded batch length; the last phrase is shorter (padded). ``seql / 6`` is rounded
+  up by default, as the authors' code (``ceil``; ``--phrase-size-rounding floor`` rounds down).
 - parse-tree phrases (Algorithm 1, see ``phrase_parse_tree``): the task passes each
   sentence's phrase lengths in sub-words (``net_input["src_phrase_lengths"]``, B x K, 0 =
   no phrase); ``</s>`` forms one more phrase of its own.
@@ -23,9 +23,16 @@ from torch import Tensor
 PHRASE_LENGTHS_KEY = "src_phrase_lengths"
 
 
-def ngram_phrase_size(seql: Tensor) -> Tensor:
-    """Footnote 2: ntok = max(min(8, seql // 6), 3), elementwise on sentence lengths."""
-    return (seql // 6).clamp(min=3, max=8)
+ROUNDINGS = ("ceil", "floor")
+
+
+def ngram_phrase_size(seql: Tensor, rounding: str = "ceil") -> Tensor:
+    """Footnote 2: ntok = max(min(8, seql / 6), 3), seql / 6 rounded up (ceil) or down (floor),
+    elementwise on sentence lengths."""
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"--phrase-size-rounding: expected one of {list(ROUNDINGS)}, got {rounding!r}")
+    size = -((-seql) // 6) if rounding == "ceil" else seql // 6
+    return size.clamp(min=3, max=8)
 
 
 class Segmentation(NamedTuple):
@@ -40,10 +47,10 @@ def token_ranks(padding_mask: Tensor) -> Tensor:
     return torch.where(real, real.long().cumsum(dim=1) - 1, torch.full_like(padding_mask, -1, dtype=torch.long))
 
 
-def ngram_phrase_ids(padding_mask: Tensor) -> Tensor:
+def ngram_phrase_ids(padding_mask: Tensor, rounding: str = "ceil") -> Tensor:
     """Phrase id of each token (B x T, -1 on padding) for n-gram phrases of the sentence's own size."""
     ranks = token_ranks(padding_mask)
-    ntok = ngram_phrase_size((~padding_mask).sum(dim=1, keepdim=True))
+    ntok = ngram_phrase_size((~padding_mask).sum(dim=1, keepdim=True), rounding)
     return torch.where(ranks >= 0, torch.div(ranks, ntok, rounding_mode="floor"), ranks)
 
 
@@ -90,11 +97,14 @@ class PhraseSegmenter:
 
     CTX_KEY = "phrase_segmentation"
 
-    def __init__(self, mode: str, padding_idx: int):
+    def __init__(self, mode: str, padding_idx: int, rounding: str = "ceil"):
         if mode not in ("ngram", "parse"):
             raise ValueError(f"--phrase-segmentation: expected 'ngram' or 'parse', got {mode!r}")
+        if rounding not in ROUNDINGS:
+            raise ValueError(f"--phrase-size-rounding: expected one of {list(ROUNDINGS)}, got {rounding!r}")
         self.mode = mode
         self.padding_idx = padding_idx
+        self.rounding = rounding
 
     def __call__(self, ctx) -> Segmentation:
         seg = ctx.get(self.CTX_KEY)
@@ -106,7 +116,7 @@ class PhraseSegmenter:
     def segment(self, src_tokens: Tensor, inputs) -> Segmentation:
         padding_mask = src_tokens.eq(self.padding_idx)
         if self.mode == "ngram":
-            return segmentation_from_ids(ngram_phrase_ids(padding_mask))
+            return segmentation_from_ids(ngram_phrase_ids(padding_mask, self.rounding))
         lengths = inputs.get(PHRASE_LENGTHS_KEY)
         if lengths is None:
             raise ValueError(
