@@ -349,47 +349,105 @@ def run_main(cli, argv):
     return cli.main(cli.get_parser().parse_args(argv))
 
 
+def fake_tags(word):
+    """A tag per word by a rule the test can recount: capitalized NN, ending in -ing VBG, else DT."""
+    return "NN" if word[:1].isupper() else "VBG" if word.endswith("ing") else "DT"
+
+
 def test_lexical_probe_command(multi30k_slice, ff_checkpoint, tmp_path):
+    from fairseq.data import Dictionary
+
     from fairseq_fusion.cli import lexical_probe
 
+    n = 150
+    words = open(os.path.join(multi30k_slice, "tok", "test.en")).read().splitlines()[:n]
+    tags = tmp_path / "test.tags.en"
+    tags.write_text("".join(" ".join(fake_tags(w) for w in line.split()) + "\n" for line in words))
     out = str(tmp_path / "probe")
-    run_main(lexical_probe, ["--path", ff_checkpoint, "--data", multi30k_slice, "--train-split", "valid",
-             "--split", "test", "--max-sentences", "200", "--max-train-sentences", "300", "--epochs", "2",
-             "--out", out, "--cpu"])
-    data = json.load(open(out + ".json"))
-    assert os.path.getsize(out + ".png") > 0
+    data = run_main(lexical_probe, ["--path", ff_checkpoint, "--data", multi30k_slice, "--train-split", "train",
+                    "--max-train-sentences", "300", "--valid-split", "valid", "--max-valid-sentences", "100",
+                    "--split", "test", "--max-sentences", str(n), "--max-epochs", "2", "--warmup-updates", "0",
+                    "--source-pos-tags", str(tags), "--out", out, "--cpu"])
+    assert os.path.getsize(out + ".png") > 0 and json.load(open(out + ".json"))["splits"]["train"] == "train"
+    assert not [f for f in os.listdir(tmp_path) if ".states." in f]  # the state files are removed
+    # POS counts recounted here from the BPE text: every in-vocabulary sub-word takes its word's tag
+    d = Dictionary.load(os.path.join(multi30k_slice, "dict.en.txt"))
+    expected = {"NOUN": 0, "VERB": 0, "OTHER": 0, "ADJ-ADV": 0}
+    bpe = open(os.path.join(multi30k_slice, "tok", "test.bpe.en")).read().splitlines()[:n]
+    for line, tok_line in zip(bpe, words):
+        word_tags, w = [fake_tags(x) for x in tok_line.split()], 0
+        for sub in line.split():
+            if d.index(sub) != d.unk():
+                expected[{"NN": "NOUN", "VBG": "VERB", "DT": "OTHER"}[word_tags[w]]] += 1
+            w += 0 if sub.endswith("@@") else 1
+    assert data["encoder"]["positions_per_pos"] == expected
+    assert data["encoder"]["test_positions"] == sum(expected.values())
+    assert sum(data["decoder"]["positions_per_pos"].values()) == 0  # no target tags given
     for side in ("encoder", "decoder"):
-        acc = data[side]["accuracy"]
-        assert len(acc) == 3 and all(0.0 <= a <= 1.0 for a in acc)  # embedding layer + 2 layers
-        assert len(data[side]["accuracy_by_frequency_bin"][0]) == 10
+        assert len(data[side]["accuracy"]) == 3 and len(data[side]["accuracy_by_frequency_bin"][0]) == 10
         assert sum(data[side]["positions_per_bin"]) == data[side]["test_positions"]
-    # the embedding layer keeps the sub-word: its probe beats chance by far even after 2 epochs
+    # the embedding layer keeps the sub-word: its probe beats chance (~1/1000 types) by far
     assert data["encoder"]["accuracy"][0] > 0.2
 
 
 def test_embedding_similarity_command(multi30k_slice, ff_checkpoint, tmp_path):
+    """The command's means (big batches) equal the streamed means over small batches, and the
+    positions are the split's non-padding tokens."""
+    from fairseq_fusion.analysis.common import load_model
+    from fairseq_fusion.analysis.lexical_similarity import stream_similarity
     from fairseq_fusion.cli import embedding_similarity
 
     out = str(tmp_path / "sim")
-    run_main(embedding_similarity, ["--path", ff_checkpoint, "--data", multi30k_slice,
-             "--max-sentences", "100", "--out", out, "--cpu"])
-    data = json.load(open(out + ".json"))
+    data = run_main(embedding_similarity, ["--path", ff_checkpoint, "--data", multi30k_slice,
+                    "--max-sentences", "100", "--out", out, "--cpu"])
     assert os.path.getsize(out + ".png") > 0
+    model, task, _ = load_model(ff_checkpoint, multi30k_slice, cpu=True)
+    small = stream_similarity(model, task, "test", max_tokens=200, max_sentences=100)
+    dataset = task.dataset("test")
+    assert data["encoder"]["positions"] == int(dataset.src_sizes[:100].sum())
+    assert data["decoder"]["positions"] == int(dataset.tgt_sizes[:100].sum())
     for side in ("encoder", "decoder"):
-        sims = data[side]["embedding_layer"]
-        assert len(sims) == 2 and all(-1.0 <= s <= 1.0 for s in sims)
+        for ref in ("embedding_layer", "token_embeddings"):
+            assert data[side][ref] == pytest.approx(small[side][ref], abs=1e-5)
 
 
 def test_shortcut_gates_command(multi30k_slice, ff_checkpoint, tmp_path):
+    """Two checkpoints: one JSON each and the overlay; the gate means equal those recomputed here
+    sentence by sentence (no padding) with hooks of this test."""
+    import shutil
+
+    from fairseq_fusion.analysis.common import load_model
     from fairseq_fusion.cli import shortcut_gates
 
+    second = str(tmp_path / "other.pt")
+    shutil.copy(ff_checkpoint, second)
     out = str(tmp_path / "gates")
-    run_main(shortcut_gates, ["--path", ff_checkpoint, "--data", multi30k_slice,
-             "--max-sentences", "100", "--out", out, "--cpu"])
-    gates = json.load(open(out + ".json"))["gates"]
+    data = run_main(shortcut_gates, ["--path", ff_checkpoint, second, "--data", multi30k_slice,
+                    "--max-sentences", "20", "--out", out, "--cpu"])
+    assert os.path.getsize(out + ".png") > 0
+    assert [c["label"] for c in data["checkpoints"]] == ["checkpoint_last", "other"]
+    assert json.load(open(out + ".other.json"))["gates"] == data["checkpoints"][1]["gates"]
+    gates = data["checkpoints"][0]["gates"]
     assert sorted(gates) == sorted(f"{s}.layers.{i}.self_attn.{g}" for s in ("encoder", "decoder") for i in range(2) for g in ("k_gate", "v_gate"))
-    for stats in gates.values():
-        assert 0.0 < stats["mean"] < 1.0 and abs(sum(stats["histogram"]) - 1.0) < 1e-4
+    model, task, _ = load_model(ff_checkpoint, multi30k_slice, cpu=True)
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    names = ["encoder.layers.1.self_attn.v_gate", "decoder.layers.0.self_attn.k_gate"]
+    modules = dict(model.named_modules())
+    values = {name: [] for name in names}
+    hooks = [modules[name].register_forward_hook(lambda m, i, o, name=name: values[name].append(o.flatten()))
+             for name in names]
+    with torch.no_grad():
+        for i in range(20):
+            model(**dataset.collater([dataset[i]])["net_input"])
+    for h in hooks:
+        h.remove()
+    for name in names:
+        r = torch.cat(values[name]).double()
+        assert gates[name]["mean"] == pytest.approx(r.mean().item(), abs=1e-6)
+        assert gates[name]["share_above_0.5"] == pytest.approx((r > 0.5).double().mean().item(), abs=1e-9)
+    assert sum(gates[names[0]]["positions_per_bin"]) == int(dataset.src_sizes[:20].sum())
+    assert sum(gates[names[1]]["positions_per_bin"]) == int(dataset.tgt_sizes[:20].sum())
 
 
 def test_frequency_bins_are_equal_size_groups_of_types():

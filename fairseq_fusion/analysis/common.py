@@ -4,12 +4,16 @@ import os
 from contextlib import contextmanager
 from typing import Dict, Iterable, List, Optional
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 
-def add_common_args(parser, split="test"):
-    parser.add_argument("--path", required=True, help="checkpoint file (.pt)")
+def add_common_args(parser, split="test", several_paths=False):
+    if several_paths:
+        parser.add_argument("--path", required=True, nargs="+", help="checkpoint files (.pt), one or more")
+    else:
+        parser.add_argument("--path", required=True, help="checkpoint file (.pt)")
     parser.add_argument("--data", default=None, help="binarized data directory (default: the checkpoint's)")
     parser.add_argument("--split", default=split, help="binarized split to read (default: %(default)s)")
     parser.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch")
@@ -41,18 +45,26 @@ def load_model(path, data=None, overrides=None, cpu=False):
 
 
 def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None, desc=None,
-                    shuffle_seed=None, max_batches=None):
+                    shuffle_seed=None, max_batches=None, sample_seed=None):
     """Batches of ``split`` (moved to the model's device), with a progress bar.
 
-    Batches come in length order unless ``shuffle_seed`` is given (then in a random order
-    fixed by the seed, e.g. to train on a sample); ``max_batches`` stops early.
+    ``max_sentences`` keeps the first sentences of the split, or a random sample of that
+    many when ``sample_seed`` is given (batches then come in a random order too). Batches
+    come in length order unless ``shuffle_seed`` is given (then in a random order fixed by
+    the seed, e.g. to train on a sample); ``max_batches`` stops early.
     """
     from fairseq import utils
 
-    task.load_dataset(split)
+    if split not in task.datasets:  # a dataset set up by the caller (or loaded before) is used as is
+        task.load_dataset(split)
     dataset = task.dataset(split)
     order = dataset.ordered_indices()
-    if max_sentences is not None:
+    if max_sentences is not None and sample_seed is not None:
+        g = torch.Generator().manual_seed(sample_seed)
+        chosen = torch.randperm(len(dataset), generator=g)[:max_sentences].numpy()
+        order = order[np.isin(order, chosen)]
+        shuffle_seed = sample_seed if shuffle_seed is None else shuffle_seed
+    elif max_sentences is not None:
         order = order[order < max_sentences]
     batch_sampler = dataset.batch_by_size(order, max_tokens=max_tokens)
     if shuffle_seed is not None:

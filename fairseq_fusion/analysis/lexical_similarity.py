@@ -5,25 +5,49 @@ For every non-padding position, cos(E_t, H^l_t) between the embedding at positio
 state of layer l at t (output after the FFN), averaged over positions, per layer, for the
 encoder and the decoder. Two readings of "the embeddings" are reported: the embedding layer
 output (scaled embeddings + positions, what layer 1 reads; the default of the paper's code)
-and the scaled token embeddings alone (no positions).
+and the scaled token embeddings alone (no positions). Streams: per batch, only the sums of
+the cosines and the position counts are kept.
 """
 from typing import Dict
 
 import torch.nn.functional as F
 
+from .lexical_states import iter_states
+
 REFERENCES = ("embedding_layer", "token_embeddings")
 
 
+class SimilarityAccumulator:
+    def __init__(self):
+        self.sums, self.positions = {}, {}
+
+    def add(self, states):
+        """``states``: side -> {"tokens", "embed", "layers"} of one batch."""
+        for side, s in states.items():
+            refs = {"embedding_layer": s["layers"][0], "token_embeddings": s["embed"]}
+            sums = self.sums.setdefault(side, {ref: [0.0] * (len(s["layers"]) - 1) for ref in REFERENCES})
+            for ref, e in refs.items():
+                for i, h in enumerate(s["layers"][1:]):
+                    sums[ref][i] += F.cosine_similarity(e, h, dim=-1).sum().item()
+            self.positions[side] = self.positions.get(side, 0) + int(s["tokens"].numel())
+
+    def result(self) -> Dict:
+        return {side: {**{ref: [x / self.positions[side] for x in sums[ref]] for ref in REFERENCES},
+                       "positions": self.positions[side]} for side, sums in self.sums.items()}
+
+
 def similarity(states) -> Dict:
-    result = {}
-    for side, s in states.items():
-        refs = {"embedding_layer": s["layers"][0], "token_embeddings": s["embed"]}
-        result[side] = {
-            ref: [F.cosine_similarity(e, h, dim=-1).mean().item() for h in s["layers"][1:]]
-            for ref, e in refs.items()
-        }
-        result[side]["positions"] = int(s["tokens"].numel())
-    return result
+    """Mean cosines over all positions of ``states`` (one batch or a whole split in one dict)."""
+    acc = SimilarityAccumulator()
+    acc.add(states)
+    return acc.result()
+
+
+def stream_similarity(model, task, split, max_tokens=4000, max_sentences=None) -> Dict:
+    acc = SimilarityAccumulator()
+    for states in iter_states(model, task, split, max_tokens, max_sentences, desc="similarity"):
+        acc.add(states)
+    return acc.result()
 
 
 def plot(result, title=""):
@@ -40,4 +64,3 @@ def plot(result, title=""):
     ax.set_title(f"embeddings vs layer states {title}".strip())
     ax.legend(fontsize=7)
     return fig
-

@@ -9,7 +9,6 @@ import ast
 
 from ..analysis import lexical_similarity as sim
 from ..analysis.common import add_common_args, load_model, write_outputs
-from ..analysis.lexical_states import collect_states
 
 
 def get_parser():
@@ -19,8 +18,7 @@ def get_parser():
 
 def main(args):
     model, task, cfg = load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
-    states = collect_states(model, task, args.split, args.max_tokens, args.max_sentences)
-    result = sim.similarity(states)
+    result = sim.stream_similarity(model, task, args.split, args.max_tokens, args.max_sentences)
     for side, r in result.items():
         for ref in sim.REFERENCES:
             print(f"| {side:7s} cos({ref}, layer 1..N): " + " ".join(f"{s:.3f}" for s in r[ref]))
