@@ -1,12 +1,11 @@
-"""Decoder sub-layer orders, simplified decoder (Yang et al. 2020) and the information probe."""
+"""Decoder sub-layer orders and simplified decoder (Yang et al. 2020); the information probe is in
+tests/test_information_probe.py."""
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fairseq import options, tasks
-from fairseq.data import data_utils
 
-from fairseq_fusion.analysis import information_probe as probe
 from fairseq_fusion import fusion_options
 from fairseq_fusion.modules import decoder_sublayers
 from fairseq_fusion.modules.decoder_sublayers import decoder_plan
@@ -305,122 +304,3 @@ def test_options_compose_with_the_other_papers(arch, option, data_dir):
     blocks = [b for b in model.decoder.layers[0].plan if b in ("self_attn", "encoder_attn", "ffn")]
     assert blocks == {"simplified": ["self_attn", "encoder_attn"], "sem-tem-ifm": ["encoder_attn", "self_attn", "ffn"],
                       "sem-ifm": ["encoder_attn", "ffn"]}[option]
-
-
-# ---------------------------------------------------------------- information probe (Eq. 1)
-
-def sample_for(task, srcs, tgts):
-    d = task.source_dictionary
-    srcs = [torch.tensor(s + [d.eos()]) for s in srcs]
-    tgts = [torch.tensor(t + [d.eos()]) for t in tgts]
-    return {
-        "net_input": {
-            "src_tokens": data_utils.collate_tokens(srcs, d.pad(), d.eos(), left_pad=True),
-            "src_lengths": torch.tensor([len(s) for s in srcs]),
-            "prev_output_tokens": data_utils.collate_tokens(tgts, d.pad(), d.eos(), move_eos_to_beginning=True),
-        },
-        "target": data_utils.collate_tokens(tgts, d.pad(), d.eos()),
-    }
-
-
-@torch.no_grad()
-def test_probe_captures_the_modules(data_dir):
-    model, task, _ = build(data_dir, "fusion_transformer")
-    sample = sample_for(task, [[5, 6, 7], [8, 9, 10, 11, 12]], [[13, 14], [15, 16, 17, 18]])
-    sources = probe.module_sources(model)
-    assert {m for m, _ in sources} == set(probe.MODULES)
-    reps = probe.representations(model, sample, sources)
-    _, extra = model(**sample["net_input"])
-    enc = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
-    pad_mask = sample["net_input"]["src_tokens"].eq(task.source_dictionary.pad())
-    for i, layer in enumerate(model.decoder.layers, 1):
-        assert torch.equal(reps[("IFM", i)], extra["inner_states"][i])
-        assert torch.equal(reps[("AddNorm-II", i)], reps[("IFM", i)])
-        # SEM = the encoder attention read by TEM's output; Add&Norm I = LN(SEM + TEM)
-        sem, _ = layer.encoder_attn(reps[("TEM", i)], enc["encoder_out"][0], enc["encoder_out"][0], key_padding_mask=pad_mask)
-        assert (sem - reps[("SEM", i)]).abs().max() < 1e-6
-        add_norm_i = ln(sem + reps[("TEM", i)], layer.encoder_attn_layer_norm)
-        assert (add_norm_i - reps[("AddNorm-I", i)]).abs().max() < 1e-5
-        ffn = F.linear(F.relu(F.linear(add_norm_i, layer.fc1.weight, layer.fc1.bias)), layer.fc2.weight, layer.fc2.bias)
-        assert (ffn - reps[("FFN", i)]).abs().max() < 1e-5
-    simplified, _, _ = build(data_dir, "transformer_simplified_decoder")
-    assert {m for m, _ in probe.module_sources(simplified)} == {"TEM", "SEM", "IFM", "AddNorm-I"}
-
-
-@torch.no_grad()
-def test_probe_nll_is_eq1_and_target_probe_cannot_copy(data_dir):
-    model, task, _ = build(data_dir, "fusion_transformer")
-    d = task.source_dictionary
-    sample = sample_for(task, [[5, 6, 7], [8, 9, 10, 11, 12]], [[13, 14, 20], [15, 16, 17, 18, 19]])
-    rep = probe.representations(model, sample, {("IFM", 3): ("module", "decoder.layers.2")})[("IFM", 3)]
-    p = probe.RecoveryProbe(len(d), d.pad(), 16, 2, 32, dropout=0.0).eval()
-    memory_pad = sample["net_input"]["prev_output_tokens"].eq(d.pad())
-    for side in ("source", "target"):
-        nll, ntok = probe.recovery_nll(p, rep, sample, side, d.pad(), d.eos())
-        # Eq. 1 sentence by sentence, one prefix x_<n at a time, without padding
-        expected, count = 0.0, 0
-        seqs = sample["target"] if side == "target" else sample["net_input"]["src_tokens"]
-        for b, seq in enumerate(seqs):
-            x = seq[seq.ne(d.pad())].tolist()
-            m = int((~memory_pad[b]).sum())
-            for n in range(len(x)):
-                prev = torch.tensor([[d.eos()] + x[:n]])
-                memory = rep[: (n + 1 if side == "target" else m), b: b + 1]
-                logits = p(prev, memory, torch.zeros(1, memory.size(0), dtype=torch.bool), causal_memory=False)
-                expected -= logits[0, -1].log_softmax(-1)[x[n]].item()
-                count += 1
-        assert ntok == count
-        assert abs(nll.item() - expected) < 1e-3
-    # changing H after position n leaves the target probe's prediction of x_n unchanged
-    prev, _, _ = probe.probe_batch(sample, "target", d.pad(), d.eos())
-    changed = rep.clone()
-    changed[2:] += 1.0
-    a = p(prev, rep, memory_pad, causal_memory=True)
-    b = p(prev, changed, memory_pad, causal_memory=True)
-    assert torch.allclose(a[:, :2], b[:, :2], atol=1e-6) and not torch.allclose(a[:, 2:], b[:, 2:])
-    prev_src, _, _ = probe.probe_batch(sample, "source", d.pad(), d.eos())
-    a = p(prev_src, rep, memory_pad, causal_memory=False)
-    b = p(prev_src, changed, memory_pad, causal_memory=False)
-    assert not torch.allclose(a[:, :2], b[:, :2])
-
-
-def test_probe_training_lowers_recovery_nll(data_dir):
-    model, task, _ = build(data_dir, "transformer_simplified_decoder")
-    sample = sample_for(task, [[5, 6, 7, 8], [9, 10, 11, 12]], [[13, 14, 15], [16, 17, 18]])
-    untrained, _ = probe.train_and_evaluate(model, task, [], [sample], modules=["IFM"], dropout=0.0)
-    torch.manual_seed(0)
-    trained, _ = probe.train_and_evaluate(model, task, [sample] * 30, [sample], modules=["IFM"], lr=3e-3, dropout=0.0)
-    for side in ("source", "target"):
-        assert trained["ppl"][side]["IFM"][-1] < 0.5 * untrained["ppl"][side]["IFM"][-1]
-    assert trained["train_batches"] == 30 and set(trained["ppl"]["source"]) == {"IFM"}
-
-
-# ---------------------------------------------------------------- end to end on real data
-
-def test_probe_command_end_to_end(multi30k_slice, tmp_path):
-    import json
-    import os
-
-    from conftest import run_cli, train_args
-
-    save = str(tmp_path / "ckpt")
-    run_cli(train_args(multi30k_slice, save, arch="transformer_simplified_decoder", max_update=3))
-    out = str(tmp_path / "probe")
-    proc = run_cli([
-        "fusion-information-probe", "--path", os.path.join(save, "checkpoint_last.pt"),
-        "--train-batches", "2", "--max-tokens", "400", "--split", "valid", "--max-sentences", "20",
-        "--out", out, "--cpu",
-    ])
-    data = json.load(open(out + ".json"))
-    assert os.path.getsize(out + ".png") > 0
-    assert data["arch"] == "transformer_simplified_decoder" and data["train_batches"] == 2
-    for side in ("source", "target"):
-        assert set(data["ppl"][side]) == {"TEM", "SEM", "IFM", "AddNorm-I"}  # no FFN in this model
-        assert all(len(v) == 2 and all(p > 1 for p in v) for v in data["ppl"][side].values())
-        # in the simplified decoder Add&Norm I is the layer output: one probe serves both
-        assert data["ppl"][side]["AddNorm-I"] == data["ppl"][side]["IFM"]
-    assert data["probes"] == 2 * 2 * 3  # layers x sides x (TEM, SEM, IFM)
-    assert "target IFM" in proc.stdout
-    bad = run_cli(["fusion-information-probe", "--path", os.path.join(save, "checkpoint_last.pt"),
-                   "--modules", "FFN,XYZ", "--out", out, "--cpu"], check=False)
-    assert bad.returncode != 0 and "XYZ" in bad.stderr

@@ -13,9 +13,12 @@
   to at least one target word at layer l; counted over the corpus (sums of per-sentence
   unions over the total number of source words N).
 
-Files (formats of ``../shared/data/alignment``): parallel text ``src ||| tgt`` (tokenized);
+Files (formats of ``../shared/data/alignment``: deen, roen, zhen): parallel text
+``src ||| tgt`` (tokenized; zhen's Chinese is segmented into words, its English lower-cased);
 gold ``i-j`` sure / ``ipj`` possible, 1-indexed, source index first; hypotheses in Pharaoh
 ``i-j``, 0-indexed unless told otherwise.
+
+The corpus-level pass (streaming, batched, several checkpoints) is in ``alignment_stream``.
 """
 import re
 from typing import Dict, List, Sequence, Set, Tuple
@@ -193,63 +196,3 @@ def encode_words(words, dictionary, bpe):
     return ids, index
 
 
-@torch.no_grad()
-def align_corpus(model, task, pairs, bpe=None, swap=False, progress=True):
-    """Per decoder layer, per sentence: the (file source word, file target word) links.
-
-    The model reads the file's source side (its target side when ``swap``), forced-decodes
-    the other side, and aligns each of its target words to one source word (§3.2).
-    """
-    from tqdm import tqdm
-
-    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-    device = next(model.parameters()).device
-    per_layer = [[] for _ in model.decoder.layers]
-    unk = 0
-    for src_words, tgt_words in tqdm(pairs, desc="align", mininterval=2, disable=not progress):
-        if swap:
-            src_words, tgt_words = tgt_words, src_words
-        src_ids, src_index = encode_words(src_words, src_dict, bpe)
-        tgt_ids, tgt_index = encode_words(tgt_words, tgt_dict, bpe)
-        unk += int((src_ids == src_dict.unk()).sum() + (tgt_ids == tgt_dict.unk()).sum())
-        prev = torch.cat([tgt_ids.new_tensor([tgt_dict.eos()]), tgt_ids[:-1]])
-        attns = layer_attentions(
-            model, src_ids.unsqueeze(0).to(device), torch.tensor([len(src_ids)], device=device),
-            prev.unsqueeze(0).to(device),
-        )
-        n_src, n_tgt = len(src_index), len(tgt_index)
-        for layer, attn in enumerate(attns):
-            links = word_alignment(attn[0, :n_tgt, :n_src], src_index, tgt_index)
-            per_layer[layer].append(reverse_links(links) if swap else links)
-    return per_layer, unk
-
-
-def analyze(per_layer, gold, pairs, swap=False):
-    """AER/precision/recall and cumulative coverage (of the model's source words) per layer."""
-    src_lengths = [len(t if swap else s) for s, t in pairs]
-    # coverage counts the model's source words: the file's target side when swapped
-    model_src = [[{(j, i) for i, j in links} for links in layer] if swap else layer for layer in per_layer]
-    coverage = cumulative_coverage(model_src, src_lengths)
-    layers = []
-    for n, (links, cov) in enumerate(zip(per_layer, coverage), 1):
-        row = alignment_error_rate(links, gold)
-        row.update(layer=n, cumulative_coverage=cov)
-        layers.append(row)
-    return layers
-
-
-def plot(layers, title=""):
-    from .common import new_figure
-
-    fig, (ax1, ax2) = new_figure(1, 2, figsize=(9, 3.4))
-    xs = [r["layer"] for r in layers]
-    ax1.plot(xs, [r["aer"] for r in layers], marker="o")
-    ax1.set(xlabel="decoder layer", ylabel="AER", title="(a) alignment error rate of SEM")
-    ax2.plot(xs, [r["cumulative_coverage"] for r in layers], marker="s", color="tab:green")
-    ax2.set(xlabel="decoder layer", ylabel="C<=i", title="(b) cumulative coverage (Eq. 2)", ylim=(0, 1.05))
-    for ax in (ax1, ax2):
-        ax.set_xticks(xs)
-        ax.grid(alpha=0.3)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    return fig

@@ -23,10 +23,19 @@ Readings (the paper gives no further detail):
 - Reported: per-token recovery perplexity exp(sum NLL / tokens) on a held-out split (Eq. 1
   normalized by length, natural log), with the summed NLL in the JSON as well.
 - Probe size: the NMT decoder's width, heads and FFN size; fresh embeddings tied with the
-  output projection; Adam.
+  output projection.
+- Training (not in the paper): Adam, linear warm-up then inverse-square-root decay of the
+  learning rate, on a random sample of a training split; each probe is evaluated on a
+  held-out split every few steps, keeps its best state and stops after ``patience``
+  evaluations without improvement. Probes are trained in groups: one group at a time holds
+  its probes and optimizer state, streaming batches from the frozen model.
+- Baseline (not in the paper): a probe of each side reading an all-zero representation, so
+  it can only learn a language model of the side; trained the same way and reported beside
+  every module. A module is informative only as far as its PPL is below the baseline's.
 """
+import copy
 import math
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import torch
 import torch.nn as nn
@@ -34,6 +43,7 @@ import torch.nn.functional as F
 
 MODULES = ("TEM", "SEM", "IFM", "AddNorm-I", "FFN", "AddNorm-II")
 SIDES = ("source", "target")
+ZERO = ("zero", "")  # the baseline's representation: all zeros, as long as the decoder input
 
 
 def module_sources(model) -> Dict[Tuple[str, int], Tuple[str, str]]:
@@ -65,10 +75,15 @@ def representations(model, sample, sources) -> Dict[Tuple[str, int], torch.Tenso
     blocks = sorted({n for kind, n in sources.values() if kind == "block"})
     modules = sorted({n for kind, n in sources.values() if kind == "module"})
     net_input = sample["net_input"]
-    with capture(model, modules) as mod_rec, capture_blocks(model, blocks) as block_rec:
-        model(**net_input)
     reps = {}
+    if blocks or modules:
+        with capture(model, modules) as mod_rec, capture_blocks(model, blocks) as block_rec:
+            model(**net_input)
     for key, (kind, name) in sources.items():
+        if (kind, name) == ZERO:
+            prev = net_input["prev_output_tokens"]
+            reps[key] = prev.new_zeros(prev.size(1), prev.size(0), model.cfg.decoder.embed_dim, dtype=torch.float)
+            continue
         rec = (block_rec if kind == "block" else mod_rec)[name]
         if len(rec) != 1:
             raise RuntimeError(f"{name} ran {len(rec)} times in one forward pass; expected once")
@@ -139,86 +154,188 @@ def recovery_nll(probe, rep, sample, side, pad, eos) -> Tuple[torch.Tensor, int]
     return nll, int(target.ne(pad).sum())
 
 
-def build_probes(model, task, sides, dropout=0.1):
-    """One probe per entry of ``sides`` (the side each recovers), as wide as the NMT decoder
-    (its heads and FFN size)."""
+
+
+def build_probe(model, task, side, dropout=0.1):
+    """A probe recovering ``side``, as wide as the NMT decoder (its heads and FFN size)."""
     cfg = model.cfg.decoder
-    probes = nn.ModuleList()
-    for side in sides:
-        d = task.source_dictionary if side == "source" else task.target_dictionary
-        probes.append(RecoveryProbe(len(d), d.pad(), cfg.embed_dim, cfg.attention_heads, cfg.ffn_embed_dim, dropout))
-    return probes.to(next(model.parameters()).device)
+    d = task.source_dictionary if side == "source" else task.target_dictionary
+    probe = RecoveryProbe(len(d), d.pad(), cfg.embed_dim, cfg.attention_heads, cfg.ffn_embed_dim, dropout)
+    return probe.to(next(model.parameters()).device)
 
 
-def train_and_evaluate(model, task, train_batches, eval_batches, modules=MODULES, sides=SIDES, lr=1e-3, dropout=0.1):
-    """Train one probe per probed representation and side on ``train_batches`` (an iterable of
-    samples; the frozen model runs once per batch for all probes), then measure Eq. 1 on
-    ``eval_batches``. Modules with the same output (e.g. Add&Norm II and IFM) share a probe.
-    Returns ({"ppl": {side: {module: [per layer]}}, ...}, probes)."""
-    model.eval()
-    sources = {k: v for k, v in module_sources(model).items() if k[0] in modules}
-    if not sources:
-        raise ValueError(f"--modules {list(modules)}: none of them exists in this model (it has {sorted({m for m, _ in module_sources(model)})})")
-    reps_needed = sorted(set(sources.values()))
-    keys = [(rep, side) for rep in reps_needed for side in sides]
-    probes = build_probes(model, task, [side for _, side in keys], dropout)
-    probe_of = dict(zip(keys, probes))
-    by_rep = {rep: rep for rep in reps_needed}
-    optim = torch.optim.Adam(probes.parameters(), lr=lr, betas=(0.9, 0.98))
+def lr_factor(step, warmup):
+    """Linear warm-up over ``warmup`` steps, then inverse-square-root decay (1 at the peak)."""
+    step = max(step, 1)
+    if warmup <= 0:
+        return 1.0
+    return step / warmup if step < warmup else math.sqrt(warmup / step)
+
+
+@torch.no_grad()
+def evaluate(model, probes, batches, pad, eos) -> Dict:
+    """Summed Eq. 1 NLL and token count of each probe (key (rep, side)) over ``batches``."""
+    totals = {k: [0.0, 0] for k in probes}
+    reps_needed = {rep: rep for rep, _ in probes}
+    for p in probes.values():
+        p.eval()
+    for sample in batches:
+        reps = representations(model, sample, reps_needed)
+        for (rep, side), p in probes.items():
+            nll, ntok = recovery_nll(p, reps[rep], sample, side, pad, eos)
+            totals[(rep, side)][0] += float(nll)
+            totals[(rep, side)][1] += ntok
+    return totals
+
+
+def ppl_of(total):
+    nll, ntok = total
+    return math.exp(nll / ntok) if ntok else None
+
+
+def train_group(model, task, keys, train_epochs, valid_batches, lr=5e-4, warmup=100, max_epochs=10,
+                max_steps=None, eval_interval=200, patience=3, dropout=0.1):
+    """Train one probe per key (rep, side) together, streaming batches from the frozen model.
+
+    ``train_epochs(epoch)`` yields the training batches of one epoch; ``valid_batches()``
+    the held-out batches. Every ``eval_interval`` steps (and at the end) each active probe is
+    evaluated; it keeps its best state and stops after ``patience`` evaluations without
+    improvement. Returns ({key: probe with its best state}, {key: training record}).
+    """
     pad, eos = task.source_dictionary.pad(), task.source_dictionary.eos()
-    probes.train()
-    steps = 0
-    for sample in train_batches:
-        reps = representations(model, sample, by_rep)
-        optim.zero_grad()
-        for rep, side in keys:
-            nll, ntok = recovery_nll(probe_of[(rep, side)], reps[rep], sample, side, pad, eos)
-            (nll / max(ntok, 1)).backward()
-        optim.step()
-        steps += 1
-    probes.eval()
-    totals = {k: [0.0, 0] for k in keys}
-    with torch.no_grad():
-        for sample in eval_batches:
-            reps = representations(model, sample, by_rep)
-            for rep, side in keys:
-                nll, ntok = recovery_nll(probe_of[(rep, side)], reps[rep], sample, side, pad, eos)
-                totals[(rep, side)][0] += float(nll)
-                totals[(rep, side)][1] += ntok
+    probes = {k: build_probe(model, task, k[1], dropout) for k in keys}
+    params = [p for probe in probes.values() for p in probe.parameters()]
+    optim = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda step: lr_factor(step + 1, warmup))
+    best = {k: {"valid_ppl": float("inf"), "step": 0, "state": None} for k in keys}
+    bad = {k: 0 for k in keys}
+    active = set(keys)
+    reps_needed = {rep: rep for rep, _ in keys}
+    step, last_eval = 0, -1
+
+    def validate():
+        totals = evaluate(model, {k: probes[k] for k in active}, valid_batches(), pad, eos)
+        for k, total in totals.items():
+            ppl = ppl_of(total)
+            if ppl is not None and ppl < best[k]["valid_ppl"]:
+                best[k].update(valid_ppl=ppl, step=step, state=copy.deepcopy(probes[k].state_dict()))
+                bad[k] = 0
+            else:
+                bad[k] += 1
+                if bad[k] >= patience:
+                    active.discard(k)
+
+    for epoch in range(max_epochs):
+        for sample in train_epochs(epoch):
+            reps = representations(model, sample, reps_needed)
+            optim.zero_grad(set_to_none=True)  # stopped probes get no gradient: Adam skips them
+            for k in active:
+                probes[k].train()
+                nll, ntok = recovery_nll(probes[k], reps[k[0]], sample, k[1], pad, eos)
+                (nll / max(ntok, 1)).backward()
+            optim.step()
+            sched.step()
+            step += 1
+            if step % eval_interval == 0:
+                validate()
+                last_eval = step
+            if not active or (max_steps is not None and step >= max_steps):
+                break
+        if not active or (max_steps is not None and step >= max_steps):
+            break
+    if last_eval != step and active:
+        validate()
+    records = {}
+    for k in keys:
+        if best[k]["state"] is not None:
+            probes[k].load_state_dict(best[k]["state"])
+        records[k] = {"best_step": best[k]["step"], "valid_ppl": best[k]["valid_ppl"], "steps": step}
+    del optim
+    return probes, records
+
+
+def probe_keys(model, modules=MODULES, sides=SIDES, baseline=True, layers=None):
+    """(sources: (module, layer) -> rep, keys: [(rep, side)]) with the zero baseline first.
+    Modules with the same output (e.g. Add&Norm II and IFM) share a probe. ``layers``: the
+    decoder layers to probe (1-based; default all)."""
     n_layers = len(model.decoder.layers)
-    ppl: Dict[str, Dict[str, List]] = {s: {} for s in sides}
-    nll_sum: Dict[str, Dict[str, List]] = {s: {} for s in sides}
+    bad = [n for n in (layers or []) if not 1 <= n <= n_layers]
+    if bad:
+        raise ValueError(f"--layers {bad}: the decoder has layers 1..{n_layers}")
+    sources = {k: v for k, v in module_sources(model).items() if k[0] in modules and (not layers or k[1] in layers)}
+    if not sources:
+        have = sorted({m for m, _ in module_sources(model)})
+        raise ValueError(f"--modules {list(modules)}: none of them exists in this model (it has {have})")
+    reps = ([ZERO] if baseline else []) + sorted(set(sources.values()))
+    return sources, [(rep, side) for rep in reps for side in sides]
+
+
+def run(model, task, train_epochs, valid_batches, test_batches, modules=MODULES, sides=SIDES,
+        group_size=8, baseline=True, layers=None, progress=True, **train_kw):
+    """Train all probes group by group (``group_size`` probes at a time), then measure Eq. 1
+    on ``test_batches()``. Returns {"ppl": {side: {module: [per layer]}}, "baseline_ppl":
+    {side: PPL}, ...}."""
+    from tqdm import tqdm
+
+    model.eval()
+    sources, keys = probe_keys(model, modules, sides, baseline, layers)
+    if group_size < 1:
+        raise ValueError(f"--probe-group-size {group_size}: expected at least 1")
+    groups = [keys[i: i + group_size] for i in range(0, len(keys), group_size)]
+    pad, eos = task.source_dictionary.pad(), task.source_dictionary.eos()
+    totals, records = {}, {}
+    for n, group in enumerate(tqdm(groups, desc="probe groups", disable=not progress), 1):
+        probes, recs = train_group(model, task, group, train_epochs, valid_batches, **train_kw)
+        totals.update(evaluate(model, probes, test_batches(), pad, eos))
+        records.update(recs)
+        del probes
+    n_layers = len(model.decoder.layers)
+    table = {name: {s: {} for s in sides} for name in ("ppl", "nll_sum", "valid_ppl", "best_step")}
     for (module, layer), rep in sorted(sources.items()):
         for side in sides:
-            nll, ntok = totals[(rep, side)]
-            ppl[side].setdefault(module, [None] * n_layers)[layer - 1] = math.exp(nll / ntok) if ntok else None
-            nll_sum[side].setdefault(module, [None] * n_layers)[layer - 1] = nll
-    tokens = {side: next(t[1] for k, t in totals.items() if k[1] == side) for side in sides}
-    return {"ppl": ppl, "nll_sum": nll_sum, "tokens": tokens, "train_batches": steps, "probes": len(keys)}, probes
+            values = {"ppl": ppl_of(totals[(rep, side)]), "nll_sum": totals[(rep, side)][0],
+                      "valid_ppl": records[(rep, side)]["valid_ppl"], "best_step": records[(rep, side)]["best_step"]}
+            for name, value in values.items():
+                table[name][side].setdefault(module, [None] * n_layers)[layer - 1] = value
+    out = dict(table)
+    if baseline:
+        out["baseline_ppl"] = {side: ppl_of(totals[(ZERO, side)]) for side in sides}
+        out["baseline_valid_ppl"] = {side: records[(ZERO, side)]["valid_ppl"] for side in sides}
+    out["tokens"] = {side: next(t[1] for k, t in totals.items() if k[1] == side) for side in sides}
+    out["probes"] = len(keys)
+    out["groups"] = len(groups)
+    return out
 
 
-def plot(result, title=""):
-    """Fig. 3 (TEM/SEM/IFM per layer) and Fig. 8 (IFM operations), source and target rows."""
+PANELS = ("TEM", "SEM", "IFM", "AddNorm-I", "FFN", "AddNorm-II")
+
+
+def plot(entries):
+    """Recovery PPL by layer: one row per side, one panel per module (Fig. 3 and Fig. 8), one
+    line per checkpoint; each checkpoint's zero-representation baseline is a dashed line of
+    its colour."""
     from .common import new_figure
 
-    sides = list(result["ppl"])
-    fig, axes = new_figure(len(sides), 2, figsize=(9, 3.2 * len(sides)), squeeze=False)
-    groups = [("TEM", "SEM", "IFM"), ("AddNorm-I", "FFN", "AddNorm-II")]
+    sides = list(entries[0]["ppl"])
+    modules = [m for m in PANELS if any(m in e["ppl"][s] for e in entries for s in sides)]
+    fig, axes = new_figure(len(sides), len(modules), figsize=(3.0 * len(modules), 2.8 * len(sides)), squeeze=False)
+    colours = [f"C{i % 10}" for i in range(len(entries))]
     for r, side in enumerate(sides):
-        for c, group in enumerate(groups):
+        for c, module in enumerate(modules):
             ax = axes[r][c]
-            for module in group:
-                ys = result["ppl"][side].get(module)
-                if ys is None:
-                    continue
-                ax.plot(range(1, len(ys) + 1), ys, marker="o", label=module)
-                ax.set_xticks(range(1, len(ys) + 1))
-            ax.set(xlabel="decoder layer", ylabel="recovery PPL",
-                   title=f"{side}: {'modules (Fig. 3)' if c == 0 else 'inside IFM (Fig. 8)'}")
+            for entry, colour in zip(entries, colours):
+                label = entry.get("label", "")
+                ys = entry["ppl"][side].get(module)
+                if ys is not None:
+                    ax.plot(range(1, len(ys) + 1), ys, marker="o", color=colour, label=label)
+                    ax.set_xticks(range(1, len(ys) + 1))
+                base = entry.get("baseline_ppl", {}).get(side)
+                if base is not None:
+                    ax.axhline(base, color=colour, linestyle="--", linewidth=1, label=f"{label} zero baseline")
+            ax.set(xlabel="decoder layer", ylabel=f"{side} recovery PPL", title=f"{side}: {module}")
             ax.grid(alpha=0.3)
-            if ax.lines:
-                ax.legend(fontsize=8)
-    fig.tight_layout()
-    if title:
-        fig.suptitle(title, fontsize=9, y=1.02)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig

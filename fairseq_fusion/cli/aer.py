@@ -6,8 +6,10 @@ Prints AER, precision, recall (percent) and the number of distinct hypothesis li
 """
 import argparse
 import json
+import os
 
 from ..analysis import alignment
+from ..analysis import alignment_stream as stream
 
 
 def get_parser():
@@ -21,14 +23,30 @@ def get_parser():
     return p
 
 
+def count_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
 def main(args):
-    gold = alignment.read_links(args.gold, one_indexed=not args.gold_zero_indexed)
-    hyps = [sure for sure, _ in alignment.read_links(args.hyp, one_indexed=args.hyp_one_indexed)]
+    for f, flag in ((args.gold, "--gold"), (args.hyp, "--hyp")):
+        if not os.path.exists(f):
+            raise SystemExit(f"fusion-aer: {flag} {f}: no such file")
+    n_hyp, n_gold = count_lines(args.hyp), count_lines(args.gold)
+    if n_hyp != n_gold:
+        raise SystemExit(f"fusion-aer: --hyp {args.hyp} has {n_hyp} lines but --gold {args.gold} has {n_gold}")
+    # both files are read line by line: memory does not grow with the corpus
+    gold = stream.iter_links(args.gold, one_indexed=not args.gold_zero_indexed)
+    hyps = (sure for sure, _ in stream.iter_links(args.hyp, one_indexed=args.hyp_one_indexed))
     if args.reverse_hyp:
-        hyps = [alignment.reverse_links(h) for h in hyps]
-    if len(hyps) != len(gold):
-        raise SystemExit(f"fusion-aer: --hyp {args.hyp} has {len(hyps)} lines but --gold {args.gold} has {len(gold)}")
-    r = alignment.alignment_error_rate(hyps, gold)
+        hyps = (alignment.reverse_links(h) for h in hyps)
+    stats = stream.AlignmentStats(1)
+    try:
+        for hyp, g in zip(hyps, gold):
+            stats.add([hyp], 0, g)
+    except ValueError as e:
+        raise SystemExit(f"fusion-aer: {e}")
+    r = {k: v for k, v in stats.layers(with_gold=True)[0].items() if k in ("aer", "precision", "recall", "links")}
     if args.json:
         print(json.dumps(r))
     else:

@@ -3,10 +3,13 @@
 
 Trains one-layer Transformer-decoder probes on the frozen model's TEM, SEM, IFM (and IFM's
 Add&Norm I, FFN, Add&Norm II) outputs of every decoder layer to regenerate the source or the
-target sentence, then reports each probe's recovery perplexity on a held-out split.
+target sentence, plus a baseline probe per side reading zeros (the side's language model),
+and reports each probe's recovery perplexity on a test split. Probes train on a random
+sample of a training split with early stopping on a held-out split, in groups of
+--probe-group-size probes at a time. Several checkpoints (--path A B ...) are overlaid.
 
-  fusion-information-probe --path ckpt/checkpoint_last.pt --data /tmp/m30k \\
-      --train-split train --train-batches 300 --split valid --out results/probe
+  fusion-information-probe --path ckpt/checkpoint_best.pt --data DATA_BIN \\
+      --train-split train --train-sentences 10000 --valid-split valid --split test --out results/probe
 """
 import argparse
 import ast
@@ -14,61 +17,114 @@ import os
 
 import torch
 
+from ..analysis import information_batches as data
 from ..analysis import information_probe as probe
-from ..analysis.common import add_common_args, iterate_batches, load_model, write_outputs
+from ..analysis.common import load_model, write_outputs
 
 
 def get_parser():
     p = argparse.ArgumentParser(prog="fusion-information-probe", description=__doc__.split("\n")[0])
-    add_common_args(p, split="valid")
+    p.add_argument("--path", required=True, nargs="+", help="checkpoint file(s) (.pt); several are overlaid in one plot")
+    p.add_argument("--labels", default=None, help="comma-separated plot labels, one per --path (default: file names)")
+    p.add_argument("--data", default=None, help="binarized data directory (default: the checkpoint's)")
     p.add_argument("--train-split", default="train", help="split the probes are trained on (default: %(default)s)")
-    p.add_argument("--train-batches", type=int, default=300, help="probe training steps (shuffled batches, several epochs if needed)")
+    p.add_argument("--train-sentences", type=int, default=10000, help="random sample of the training split (default: %(default)s; 0 = all)")
+    p.add_argument("--valid-split", default="valid", help="held-out split for early stopping (default: %(default)s)")
+    p.add_argument("--valid-sentences", type=int, default=500, help="random sample of the held-out split (default: %(default)s; 0 = all)")
+    p.add_argument("--split", default="test", help="split the reported PPL is measured on (default: %(default)s)")
+    p.add_argument("--max-sentences", type=int, default=None, help="measure on a random sample of this many sentences of --split")
+    p.add_argument("--max-tokens", type=int, default=2000, help="tokens per batch (default: %(default)s)")
     p.add_argument("--modules", default=",".join(probe.MODULES), help="comma-separated modules to probe (default: %(default)s)")
+    p.add_argument("--layers", default=None, help="comma-separated decoder layers to probe, 1-based (default: all)")
     p.add_argument("--sides", default=",".join(probe.SIDES), help="sequences to recover: source,target (default: both)")
-    p.add_argument("--lr", type=float, default=1e-3, help="probe learning rate (Adam)")
+    p.add_argument("--probe-group-size", type=int, default=8,
+                   help="probes trained at once; each group re-runs the frozen model (default: %(default)s, "
+                        "about 4 GB of probe and Adam state at base size with a 37K vocabulary)")
+    p.add_argument("--no-baseline", action="store_true", help="skip the zero-representation baseline probes")
+    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate of Adam (default: %(default)s)")
+    p.add_argument("--warmup-steps", type=int, default=200, help="linear warm-up, then inverse-sqrt decay (default: %(default)s)")
+    p.add_argument("--max-epochs", type=int, default=10, help="passes over the training sample at most (default: %(default)s)")
+    p.add_argument("--max-steps", type=int, default=None, help="training steps per group at most")
+    p.add_argument("--eval-interval", type=int, default=200, help="steps between held-out evaluations (default: %(default)s)")
+    p.add_argument("--patience", type=int, default=3, help="evaluations without improvement before a probe stops (default: %(default)s)")
     p.add_argument("--probe-dropout", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
+    p.add_argument("--cpu", action="store_true", help="stay on CPU even if CUDA is available")
+    p.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
     return p
 
 
-def train_stream(task, args, model):
-    """``--train-batches`` shuffled batches of the training split, over several epochs if needed."""
-    seen, epoch = 0, 0
-    while seen < args.train_batches:
-        n = 0
-        for sample in iterate_batches(task, args.train_split, args.max_tokens, None, model,
-                                      desc=f"train probes (epoch {epoch + 1})", shuffle_seed=args.seed + epoch,
-                                      max_batches=args.train_batches - seen):
-            n += 1
-            yield sample
-        if n == 0:
-            raise ValueError(f"--train-split {args.train_split}: no batches")
-        seen += n
-        epoch += 1
+def probe_checkpoint(path, args, modules, sides):
+    """One JSON entry: the probes' PPLs for the checkpoint at ``path``."""
+    torch.manual_seed(args.seed)
+    model, task, cfg = load_model(path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    device = next(model.parameters()).device
+    samples = {}
+    for flag, split, n in (("--train-split", args.train_split, args.train_sentences),
+                           ("--valid-split", args.valid_split, args.valid_sentences),
+                           ("--split", args.split, args.max_sentences)):
+        try:
+            samples[flag] = data.sample_indices(task, split, n or None, args.seed)
+        except (FileNotFoundError, ValueError) as e:
+            raise SystemExit(f"fusion-information-probe: {flag} {split}: cannot read it from the data directory ({e})")
+
+    def train_epochs(epoch):
+        return data.batches(task, args.train_split, samples["--train-split"], args.max_tokens, device,
+                            shuffle_seed=args.seed + epoch, desc=f"train (epoch {epoch + 1})")
+
+    def valid_batches():
+        return data.batches(task, args.valid_split, samples["--valid-split"], args.max_tokens, device, desc="held-out")
+
+    def test_batches():
+        return data.batches(task, args.split, samples["--split"], args.max_tokens, device, desc=f"measure on {args.split}")
+
+    try:
+        result = probe.run(
+            model, task, train_epochs, valid_batches, test_batches, modules=modules, sides=sides,
+            group_size=args.probe_group_size, baseline=not args.no_baseline, layers=args.layer_list, lr=args.lr, warmup=args.warmup_steps,
+            max_epochs=args.max_epochs, max_steps=args.max_steps, eval_interval=args.eval_interval,
+            patience=args.patience, dropout=args.probe_dropout,
+        )
+    except ValueError as e:
+        raise SystemExit(f"fusion-information-probe: {path}: {e}")
+    for side, by_module in result["ppl"].items():
+        base = result.get("baseline_ppl", {}).get(side)
+        print(f"| {side:6s} zero-representation baseline PPL: {'-' if base is None else f'{base:.2f}'}")
+        for module, ys in by_module.items():
+            print(f"| {side:6s} {module:10s} PPL by layer: " + " ".join("-" if y is None else f"{y:.2f}" for y in ys))
+    return {"checkpoint": path, "arch": cfg.model.arch, **result,
+            "sentences": {flag: len(idx) for flag, idx in samples.items()}}
 
 
 def main(args):
-    torch.manual_seed(args.seed)
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     bad = [m for m in modules if m not in probe.MODULES] + [s for s in sides if s not in probe.SIDES]
     if bad:
         raise SystemExit(f"fusion-information-probe: unknown --modules/--sides {bad}; expected modules from {list(probe.MODULES)}, sides from {list(probe.SIDES)}")
-    model, task, cfg = load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
-    for p in model.parameters():
-        p.requires_grad_(False)
-    eval_batches = iterate_batches(task, args.split, args.max_tokens, args.max_sentences, model, desc=f"evaluate on {args.split}")
-    result, _ = probe.train_and_evaluate(
-        model, task, train_stream(task, args, model), eval_batches,
-        modules=modules, sides=sides, lr=args.lr, dropout=args.probe_dropout,
-    )
-    for side, by_module in result["ppl"].items():
-        for module, ys in by_module.items():
-            print(f"| {side:6s} {module:10s} PPL by layer: " + " ".join("-" if y is None else f"{y:.2f}" for y in ys))
-    data = {"checkpoint": args.path, "arch": cfg.model.arch, "train_split": args.train_split, "split": args.split, **result}
-    title = f"{os.path.basename(args.path)} ({cfg.model.arch}); probes: {result['train_batches']} batches of {args.train_split}, PPL on {args.split}"
-    write_outputs(args.out, data, probe.plot(result, title))
-    return data
+    try:
+        args.layer_list = [int(n) for n in args.layers.split(",")] if args.layers else None
+    except ValueError:
+        raise SystemExit(f"fusion-information-probe: --layers {args.layers!r}: expected comma-separated layer numbers, e.g. 1,6")
+    labels = args.labels.split(",") if args.labels else [os.path.basename(p) for p in args.path]
+    if len(labels) != len(args.path):
+        raise SystemExit(f"fusion-information-probe: --labels has {len(labels)} names but --path has {len(args.path)} checkpoints")
+    for p in args.path:
+        if not os.path.exists(p):
+            raise SystemExit(f"fusion-information-probe: --path {p}: no such checkpoint")
+    entries = []
+    for path, label in zip(args.path, labels):
+        entries.append({"label": label, **probe_checkpoint(path, args, modules, sides)})
+    settings = {k: getattr(args, k) for k in ("train_split", "valid_split", "split", "layers", "lr", "warmup_steps", "max_epochs",
+                                              "max_steps", "eval_interval", "patience", "probe_group_size", "seed")}
+    fig = probe.plot(entries)
+    fig.suptitle(f"recovery PPL on {args.split}; probes trained on {args.train_split}, early stopping on {args.valid_split}",
+                 fontsize=9, y=1.0)
+    write_outputs(args.out, {"settings": settings, "checkpoints": entries}, fig)
+    return entries
 
 
 def cli_main():
