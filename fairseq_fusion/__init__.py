@@ -3,12 +3,15 @@
 Loaded by fairseq through ``--user-dir fairseq_fusion``; importing it registers the
 ``fusion_transformer`` model family, our criterions and tasks, allow-lists the few
 classes fairseq checkpoints pickle, so they load under torch >= 2.6 (``weights_only``),
-and lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``).
+lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``), and fixes two fairseq
+0.12 bugs that change what users measure (``fairseq_fixes``: the last batch dropped when its
+size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the CUDA extension).
 """
-from . import checkpoint_safety, distributed_cpu
+from . import checkpoint_safety, distributed_cpu, fairseq_fixes
 
 checkpoint_safety.allow_fairseq_checkpoint_globals()
 distributed_cpu.patch_fairseq_ddp()
+fairseq_fixes.patch_fairseq()
 
 from . import criterions, models, modules, tasks  # noqa: E402,F401
 

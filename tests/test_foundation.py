@@ -211,3 +211,39 @@ def test_readme_lists_every_registered_arch():
     listed = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
     registered = {a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel}
     assert listed == registered, (sorted(registered - listed), sorted(listed - registered))
+
+
+def test_batches_cover_every_sentence_with_a_batch_size_multiple():
+    """fairseq 0.12 drops the last batch when its size is not a multiple of
+    --required-batch-size-multiple (fairseq-generate then skips the longest test sentences);
+    with the plugin every sentence is in exactly one batch, in order, and the other batches
+    keep fairseq's sizes (multiples of 8 within max_tokens)."""
+    import numpy as np
+
+    import fairseq_fusion  # noqa: F401  (patches fairseq's batching)
+    from fairseq.data import data_utils
+
+    sizes = np.array([18, 20, 36, 39, 10, 55, 12, 59, 9, 14, 11, 33, 13, 15, 8, 16, 12, 17, 14, 16])
+    order = np.argsort(sizes, kind="mergesort")
+    for max_tokens, expected in ((12000, [16, 4]), (400, [8, 8, 4])):
+        batches = data_utils.batch_by_size(order, num_tokens_fn=lambda i: sizes[i], num_tokens_vec=sizes[order],
+                                           max_tokens=max_tokens, required_batch_size_multiple=8)
+        assert [len(b) for b in batches] == expected
+        assert np.concatenate(batches).tolist() == order.tolist()
+        assert all(len(b) * sizes[b].max() <= max_tokens for b in batches)
+
+
+def test_no_repeat_ngram_blocks_repeats_of_the_generated_tokens():
+    """--no-repeat-ngram-size 2 at step 3 of [eos, 5, 6, 5, pad, pad]: the bigram (5, 6) was seen,
+    so 6 is banned after the last 5 (fairseq 0.12's CPU path compared the padding instead)."""
+    import math
+
+    import fairseq_fusion  # noqa: F401  (patches fairseq's n-gram blocking)
+    from fairseq.ngram_repeat_block import NGramRepeatBlock
+
+    block = NGramRepeatBlock(2, use_extension=False)
+    tokens = torch.tensor([[2, 5, 6, 5, 1, 1], [2, 7, 8, 9, 1, 1]])
+    lprobs = torch.zeros(2, 10)
+    out = block(tokens, lprobs, bsz=1, beam_size=2, step=3)
+    assert out[0, 6] == -math.inf and (out[0, [i for i in range(10) if i != 6]] == 0).all()
+    assert (out[1] == 0).all()  # 7 8 9: no bigram repeats, nothing banned

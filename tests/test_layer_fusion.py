@@ -322,30 +322,112 @@ def test_composes_with_other_readers(data_dir):
     assert torch.equal(reader.encoder_memory(1, enc, None)[0], 2 * enc[MEMORY_KEY][1])
 
 
-def test_analyses_on_trained_checkpoint(multi30k_slice, tmp_path):
-    """Train a few steps on real Multi30k; the heatmap, masking sweep and expressivity commands run."""
-    save = str(tmp_path / "ckpt")
+@pytest.fixture(scope="module")
+def fgla_checkpoint(multi30k_slice, tmp_path_factory):
+    """Fine-grained layer attention trained 4 updates on real Multi30k, and a 20-sentence test split."""
+    import shutil
+
+    save = str(tmp_path_factory.mktemp("fgla"))
     run_cli(train_args(multi30k_slice, save, arch="transformer_fine_grained_layer_attention", max_update=4))
-    ckpt = os.path.join(save, "checkpoint_last.pt")
+    small = os.path.join(save, "data20")
+    os.makedirs(small)
+    for lang in ("en", "de"):
+        with open(os.path.join(multi30k_slice, "tok", f"test.bpe.{lang}"), encoding="utf-8") as f, \
+                open(os.path.join(save, f"test20.{lang}"), "w", encoding="utf-8") as g:
+            g.writelines(f.readlines()[:20])
+        shutil.copy(os.path.join(multi30k_slice, f"dict.{lang}.txt"), small)
+    run_cli(["fairseq-preprocess", "-s", "en", "-t", "de", "--testpref", os.path.join(save, "test20"), "--destdir", small,
+             "--srcdict", os.path.join(small, "dict.en.txt"), "--tgtdict", os.path.join(small, "dict.de.txt")])
+    return os.path.join(save, "checkpoint_last.pt"), small
+
+
+def generate_outputs(ckpt, data, options_, mask):
+    """fairseq-generate's BPE-removed hypotheses and references, by sentence id (the independent path).
+    Batched as fusion-layer-masking batches (max 4000 tokens, no batch-size multiple): fairseq's
+    maximum output length depends on the longest source of the batch."""
+    options_ = list(options_) + ["--max-tokens", "4000", "--required-batch-size-multiple", "1"]
+    proc = run_cli(["fairseq-generate", data, "--path", ckpt, "--user-dir", os.path.join(os.path.dirname(__file__), "..", "fairseq_fusion"),
+                    "--gen-subset", "test", "--cpu", "--remove-bpe", *options_,
+                    "--model-overrides", str({"layer_attention_mask": mask})])
+    hyps, refs = {}, {}
+    for line in proc.stdout.splitlines():
+        kind, _, rest = line.partition("-")
+        if kind in ("H", "T") and rest.split("\t")[0].isdigit():
+            fields = line.split("\t")
+            (hyps if kind == "H" else refs)[int(rest.split("\t")[0])] = fields[-1] if len(fields) > (2 if kind == "H" else 1) else ""
+    ids = sorted(hyps)
+    return [hyps[i] for i in ids], [refs[i] for i in ids]
+
+
+def test_layer_masking_matches_fairseq_generate_with_its_options(fgla_checkpoint, tmp_path):
+    """fusion-layer-masking's scores and lengths = chrF and mean length of fairseq-generate's output with the
+    same generation options and --model-overrides mask (computed here with sacrebleu)."""
+    import sacrebleu
+
+    ckpt, data = fgla_checkpoint
+    gen = ["--beam", "2", "--lenpen", "0.6", "--min-len", "3", "--no-repeat-ngram-size", "2", "--max-len-a", "1.2", "--max-len-b", "10"]
+    out = str(tmp_path / "mask")
+    run_cli(["fusion-layer-masking", "--path", ckpt, "--data", data, "--layers", "0,2", "--metric", "chrf", *gen, "--out", out])
+    data_json = json.load(open(out + ".json"))
+    assert data_json["generation"] == {"beam": 2, "lenpen": 0.6, "min_len": 3, "no_repeat_ngram_size": 2,
+                                      "max_len_a": 1.2, "max_len_b": 10}
+    results = [data_json["baseline"]] + data_json["masked"]
+    assert [r.get("masked_layer") for r in results] == [None, 0, 2]
+    for r, mask in zip(results, (None, 0, 2)):
+        hyps, refs = generate_outputs(ckpt, data, gen, mask)
+        assert len(hyps) == 20 == r["sentences"]
+        assert abs(r["score"] - sacrebleu.corpus_chrf(hyps, [refs]).score) < 1e-6, mask
+        assert abs(r["length"] - sum(len(h.split()) for h in hyps) / 20) < 1e-9, mask
+        for h in hyps:  # --no-repeat-ngram-size 2 on the sub-words: no word bigram repeats within a hypothesis
+            words = h.split()
+            assert len(set(zip(words, words[1:]))) == len(words) - 1, h
+    base = results[0]["score"]
+    assert abs(results[1]["score_change"] - 100 * (results[1]["score"] - base) / base) < 1e-9
+    assert os.path.getsize(out + ".png") > 0
+
+
+def test_layer_attention_map_and_expressivity_from_the_checkpoint(fgla_checkpoint, tmp_path):
+    """The map and the singular-value curves, recomputed here from the checkpoint's tensors."""
+    import numpy as np
+
+    ckpt, _ = fgla_checkpoint
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)["model"]
+    w = state["decoder.encoder_reader.weight"].double()  # M x (N+1) x D
+    expected = torch.softmax(w, dim=1).mean(-1)  # eval mode: no DropConnect
     out = str(tmp_path / "out")
-
     run_cli(["fusion-layer-attention-map", "--path", ckpt, "--out", out + "/map"])
-    data = json.load(open(out + "/map.json"))
-    weights = torch.tensor(data["weights"])  # decoder layers x encoder layers (0..N)
-    assert weights.shape == (2, 3) and torch.allclose(weights.sum(1), torch.ones(2), atol=1e-5)
-    assert os.path.getsize(out + "/map.png") > 0
-
-    run_cli(["fusion-layer-masking", "--path", ckpt, "--data", multi30k_slice, "--max-sentences", "20",
-             "--beam", "2", "--max-len-b", "10", "--out", out + "/mask"])
-    data = json.load(open(out + "/mask.json"))
-    assert [r["masked_layer"] for r in data["masked"]] == [0, 1, 2]
-    assert data["baseline"]["sentences"] == 20 and os.path.exists(out + "/mask.png")
+    got = torch.tensor(json.load(open(out + "/map.json"))["weights"], dtype=torch.double)
+    assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-6)
 
     run_cli(["fusion-embedding-expressivity", "--path", ckpt, "--out", out + "/svd"])
-    data = json.load(open(out + "/svd.json"))
-    curves = data["models"][0]["curves"]
-    assert set(curves) == {"all", "more attended", "less attended", "random"}
-    assert curves["all"][0] == 0.0 and all(v <= 1e-6 for v in curves["all"])
+    curves = json.load(open(out + "/svd.json"))["models"][0]["curves"]
+    emb = state["encoder.embed_tokens.weight"].double().numpy()
+    top = torch.softmax(w[-1], dim=0)[0].numpy()  # top decoder layer's weight on the embedding layer, per dim
+    order = np.argsort(-top, kind="stable")
+    half = emb.shape[1] // 2
+
+    def curve(m):
+        s = np.linalg.svd(m, compute_uv=False)
+        return np.log(s / s.max())
+
+    assert np.allclose(curves["all"], curve(emb), atol=1e-5)
+    assert np.allclose(curves["more attended"], curve(emb[:, order[:half]]), atol=1e-5)
+    assert np.allclose(curves["less attended"], curve(emb[:, order[half:]]), atol=1e-5)
+
+
+def test_gpt2_post_processing_decodes_token_ids(tmp_path):
+    """--bpe gpt2: fairseq's GPT-2 BPE turns the dictionary's id symbols back into text."""
+    from fairseq_fusion.cli.layer_masking import get_parser, gpt2_bpe
+
+    (tmp_path / "encoder.json").write_text(json.dumps({"Hello": 0, "\u0120world": 1, ".": 2}))
+    (tmp_path / "vocab.bpe").write_text("#version: 0.2\n")
+    args = get_parser().parse_args(["--path", "x", "--out", "y", "--bpe", "gpt2", "--post-process", "none",
+                                    "--gpt2-encoder-json", str(tmp_path / "encoder.json"),
+                                    "--gpt2-vocab-bpe", str(tmp_path / "vocab.bpe")])
+    assert gpt2_bpe(args).decode("0 1 2") == "Hello world."
+    with pytest.raises(SystemExit, match="--post-process none"):
+        gpt2_bpe(get_parser().parse_args(["--path", "x", "--out", "y", "--bpe", "gpt2", "--gpt2-encoder-json", "a",
+                                          "--gpt2-vocab-bpe", "b"]))
 
 
 @torch.no_grad()
@@ -405,6 +487,32 @@ def test_dictionary_from_real_gold_alignment():
         first = [tuple(int(x) for x in link.split("-")) for link in f.readline().split() if "p" not in link]
     assert first and all((en[j - 1], de[i - 1]) in pairs for i, j in first)
     assert ("believe", "glauben") in pairs
+
+
+def test_links_counted_from_zero_or_one(tmp_path):
+    """fast_align's 0-based links and the same links 1-based give the same dictionary; a file that
+    cannot tell, or that mixes both, is refused naming the flag or the file."""
+    from fairseq_fusion.analysis.layer_fusion import dictionary_from_alignments
+
+    text = tmp_path / "text"
+    text.write_text("das Haus ist klein ||| the house is small\nja ||| yes\n")
+    zero, one = tmp_path / "zero", tmp_path / "one"
+    zero.write_text("0-0 1-1 2-2 3-3\n0-0\n")
+    one.write_text("1-1 2-2 3-3 4-4\n1p1\n")
+    expected = {("das", "the"), ("Haus", "house"), ("ist", "is"), ("klein", "small"), ("ja", "yes")}
+    assert set(dictionary_from_alignments(str(text), str(zero))) == expected
+    assert set(dictionary_from_alignments(str(text), str(one))) == expected - {("ja", "yes")}  # 1p1: possible
+    assert set(dictionary_from_alignments(str(text), str(zero), index_base=0, reverse=True)) == {(t, s) for s, t in expected}
+    unclear = tmp_path / "unclear"
+    unclear.write_text("1-2 2-1\n\n")
+    with pytest.raises(ValueError, match="--links-index-base"):
+        dictionary_from_alignments(str(text), str(unclear))
+    mixed = tmp_path / "mixed"
+    mixed.write_text("0-0 4-4\n\n")
+    with pytest.raises(ValueError, match="mixed: links use both index 0 and the sentence length"):
+        dictionary_from_alignments(str(text), str(mixed))
+    with pytest.raises(ValueError, match="outside the sentence lengths"):
+        dictionary_from_alignments(str(text), str(mixed), index_base=1)
 
 
 @pytest.mark.parametrize("extra", [

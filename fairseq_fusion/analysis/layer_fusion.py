@@ -2,8 +2,9 @@
 
 - ``layer_attention_matrix``: Fig. 1, the weight each decoder layer gives each encoder layer,
   averaged over the D dimensions (eval mode: no DropConnect);
-- ``masking_sweep``: §3.3 / Fig. 2, relative change of BLEU and output length when encoder
-  layer n is masked at inference (weight zeroed, the others renormalized);
+- ``masking_sweep``: §3.3 / Fig. 2, relative change of the task's metric (BLEU for translation,
+  ``analysis.metrics``) and output length when encoder layer n is masked at inference (weight
+  zeroed, the others renormalized), with fairseq's generation options;
 - ``expressivity_curves``: Fig. 3-4, normalized log singular values ln(sigma_i / sigma_1) of an
   embedding matrix, and of its more-/less-attended halves of dimensions ordered by the top
   decoder layer's weights on the embedding layer w_hat^{M,0,d} (plus a random half);
@@ -52,50 +53,74 @@ def layer_attention_matrix(model):
     return matrix
 
 
-def decode_split(model, task, split, beam=4, lenpen=1.0, max_len_a=1.2, max_len_b=10, max_tokens=4000,
+def generation_args(**overrides):
+    """fairseq's generation options (``GenerationConfig`` defaults) as the namespace
+    ``task.build_generator`` reads, with ``overrides`` (e.g. beam=4, lenpen=2.0, min_len=55)."""
+    import dataclasses
+
+    from fairseq.dataclass.configs import GenerationConfig
+
+    fields = {f.name: getattr(GenerationConfig(), f.name) for f in dataclasses.fields(GenerationConfig)
+              if not f.name.startswith("_")}
+    unknown = set(overrides) - set(fields)
+    if unknown:
+        raise ValueError(f"not fairseq generation options: {sorted(unknown)}")
+    return argparse.Namespace(**{**fields, **overrides})
+
+
+def decode_split(model, task, split, gen_args=None, post_process="subword_nmt", bpe=None, max_tokens=4000,
                  max_sentences=None, desc=None):
-    """Beam search over ``split``: (hypotheses, references), BPE removed, in sentence-id order."""
+    """Generation over ``split`` with fairseq's generator and options (``gen_args``, see
+    ``generation_args``): (hypotheses, references) after ``post_process`` (fairseq's
+    ``--post-process``, e.g. subword_nmt, sentencepiece, none) and ``bpe.decode`` (e.g. fairseq's
+    GPT-2 BPE), in sentence-id order. Only the texts are kept, batch by batch."""
     from fairseq import utils
 
-    generator = task.build_generator(
-        [model], argparse.Namespace(beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b))
+    generator = task.build_generator([model], gen_args or generation_args(beam=4, max_len_a=1.2, max_len_b=10))
     tgt_dict = task.target_dictionary
+
+    def text(tokens):
+        line = tgt_dict.string(tokens, post_process)
+        return bpe.decode(line) if bpe is not None else line
+
     out = {}
     for sample in iterate_batches(task, split, max_tokens, max_sentences, model, desc=desc):
         hyps = task.inference_step(generator, [model], sample)
         for i, sid in enumerate(sample["id"].tolist()):
             ref = utils.strip_pad(sample["target"][i], tgt_dict.pad())
-            out[sid] = (tgt_dict.string(hyps[i][0]["tokens"], "subword_nmt"), tgt_dict.string(ref, "subword_nmt"))
+            out[sid] = (text(hyps[i][0]["tokens"].int().cpu()), text(ref.int().cpu()))
     ids = sorted(out)
     return [out[i][0] for i in ids], [out[i][1] for i in ids]
 
 
-def bleu_and_length(hyps, refs):
-    """Tokenized corpus BLEU (the paper's metric, on the tokenized BPE-removed text) and mean length."""
-    import sacrebleu
+def score_and_length(hyps, refs, metric="bleu"):
+    """The corpus ``metric`` (``analysis.metrics``; bleu = tokenized BLEU, the paper's) and mean length in words."""
+    from .metrics import get_metric
 
-    bleu = sacrebleu.corpus_bleu(hyps, [refs], tokenize="none").score
-    return {"bleu": bleu, "length": sum(len(h.split()) for h in hyps) / max(len(hyps), 1), "sentences": len(hyps)}
+    return {"metric": metric, "score": get_metric(metric)(hyps, refs),
+            "length": sum(len(h.split()) for h in hyps) / max(len(hyps), 1), "sentences": len(hyps)}
 
 
 def relative_change(value, base):
     return 100.0 * (value - base) / base if base else float("nan")
 
 
-def masking_sweep(path, data=None, split="test", layers=None, cpu=False, overrides=None, **decode):
+def masking_sweep(path, data=None, split="test", layers=None, cpu=False, overrides=None, metric="bleu", **decode):
     """Decode ``split`` unmasked, then with each encoder layer masked through the model override
-    ``layer_attention_mask`` (the one ``fairseq-generate --model-overrides`` uses)."""
+    ``layer_attention_mask`` (the one ``fairseq-generate --model-overrides`` uses); ``decode``:
+    ``decode_split``'s options (generation options, post-processing, BPE, batch size)."""
     overrides = dict(overrides or {})
     model, task, _ = load_model(path, data, dict(overrides, layer_attention_mask=None), cpu)
     reader = layer_attention_module(model)
     layers = list(reader.sources) if layers is None else layers
-    base = bleu_and_length(*decode_split(model, task, split, desc="unmasked", **decode))
+    base = score_and_length(*decode_split(model, task, split, desc="unmasked", **decode), metric=metric)
     results = []
     for n in layers:
         model, task, _ = load_model(path, data, dict(overrides, layer_attention_mask=n), cpu)
-        assert layer_attention_module(model).mask == n
-        res = bleu_and_length(*decode_split(model, task, split, desc=f"mask layer {n}", **decode))
-        res.update(masked_layer=n, bleu_change=relative_change(res["bleu"], base["bleu"]),
+        if layer_attention_module(model).mask != n:
+            raise RuntimeError(f"layer_attention_mask={n} did not reach the loaded model")
+        res = score_and_length(*decode_split(model, task, split, desc=f"mask layer {n}", **decode), metric=metric)
+        res.update(masked_layer=n, score_change=relative_change(res["score"], base["score"]),
                    length_change=relative_change(res["length"], base["length"]))
         results.append(res)
     return base, results
@@ -164,24 +189,58 @@ def read_dictionary(path):
     return pairs
 
 
-def dictionary_from_alignments(text_path, links_path, min_count=1, reverse=False):
-    """Word pairs of sure links (``i-j``, 1-indexed; ``ipj`` possible links are skipped) of a gold
-    alignment (``src ||| tgt`` text file and ``.talp`` links), counted, kept with >= ``min_count``.
-    ``reverse`` swaps the sides (e.g. De-En alignments for an En->De model)."""
-    counts = Counter()
+def _read_links(text_path, links_path):
+    """[(source words, target words, [(i, j, link text) of sure links as written])] per line."""
+    rows = []
     with open(text_path, encoding="utf-8") as ft, open(links_path, encoding="utf-8") as fl:
         for lineno, (text, links) in enumerate(zip(ft, fl), 1):
             if "|||" not in text:
                 raise ValueError(f"{text_path}:{lineno}: expected 'source ||| target'")
             src, tgt = (side.split() for side in text.split("|||"))
+            sure = []
             for link in links.split():
-                if "p" in link:
+                if "p" in link:  # possible link (ipj)
                     continue
-                i, j = (int(x) - 1 for x in link.split("-"))
-                if not (0 <= i < len(src) and 0 <= j < len(tgt)):
-                    raise ValueError(f"{links_path}:{lineno}: link {link} outside the sentence lengths")
-                pair = (tgt[j], src[i]) if reverse else (src[i], tgt[j])
-                counts[pair] += 1
+                try:
+                    i, j = (int(x) for x in link.split("-"))
+                except ValueError:
+                    raise ValueError(f"{links_path}:{lineno}: expected links 'i-j' (or 'ipj'), got {link!r}") from None
+                sure.append((i, j, link))
+            rows.append((lineno, src, tgt, sure))
+    return rows
+
+
+def links_index_base(rows, links_path):
+    """0 or 1: the first word's index in ``links_path`` (fast_align writes 0, gold .talp files 1),
+    read from the file: an index 0 proves 0-based, an index equal to a sentence length 1-based."""
+    zero = any(i == 0 or j == 0 for _, _, _, sure in rows for i, j, _ in sure)
+    full = any(i == len(src) or j == len(tgt) for _, src, tgt, sure in rows for i, j, _ in sure)
+    if zero and full:
+        raise ValueError(f"{links_path}: links use both index 0 and the sentence length: "
+                         "neither 0-based nor 1-based (wrong text file for these links?)")
+    if not zero and not full:
+        raise ValueError(f"{links_path}: cannot tell whether links are 0-based (fast_align) or 1-based "
+                         "(.talp): give --links-index-base 0 or 1")
+    return 0 if zero else 1
+
+
+def dictionary_from_alignments(text_path, links_path, min_count=1, reverse=False, index_base=None):
+    """Word pairs of sure links (``i-j``; ``ipj`` possible links are skipped) of a word alignment
+    (``src ||| tgt`` text file and links: a gold ``.talp`` file, 1-based, or fast_align's output,
+    0-based; ``index_base`` None reads it from the file), counted, kept with >= ``min_count``.
+    ``reverse`` swaps the sides (e.g. De-En alignments for an En->De model)."""
+    rows = _read_links(text_path, links_path)
+    base = links_index_base(rows, links_path) if index_base is None else index_base
+    if base not in (0, 1):
+        raise ValueError(f"--links-index-base: expected 0 or 1, got {base}")
+    counts = Counter()
+    for lineno, src, tgt, sure in rows:
+        for i, j, link in sure:
+            i, j = i - base, j - base
+            if not (0 <= i < len(src) and 0 <= j < len(tgt)):
+                raise ValueError(f"{links_path}:{lineno}: link {link} outside the sentence lengths "
+                                 f"({len(src)}, {len(tgt)} words, {base}-based)")
+            counts[(tgt[j], src[i]) if reverse else (src[i], tgt[j])] += 1
     return [pair for pair, c in counts.items() if c >= min_count]
 
 

@@ -24,7 +24,11 @@ def get_parser():
     p.add_argument("--data", default=None, help="binarized data directory with the dictionaries (default: the checkpoint's)")
     p.add_argument("--dictionary", default=None, help="file of 'source target' word pairs")
     p.add_argument("--alignment-text", default=None, help="'src ||| tgt' sentences of a gold alignment")
-    p.add_argument("--alignment-links", default=None, help="its links (1-indexed i-j; ipj possible links skipped)")
+    p.add_argument("--alignment-links", default=None,
+                   help="its links, i-j (ipj possible links skipped): gold .talp files count words from 1, fast_align from 0")
+    p.add_argument("--links-index-base", type=int, choices=[0, 1], default=None,
+                   help="index of the first word in --alignment-links (default: read from the file; "
+                   "an error when the file cannot tell)")
     p.add_argument("--reverse", action="store_true", help="swap the alignment's sides (e.g. De-En links for En->De)")
     p.add_argument("--min-count", type=int, default=1, help="keep aligned pairs seen at least this often")
     p.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
@@ -37,7 +41,11 @@ def main(args):
     if args.dictionary:
         pairs = read_dictionary(args.dictionary)
     else:
-        pairs = dictionary_from_alignments(args.alignment_text, args.alignment_links, args.min_count, args.reverse)
+        try:
+            pairs = dictionary_from_alignments(args.alignment_text, args.alignment_links, args.min_count, args.reverse,
+                                               args.links_index_base)
+        except ValueError as e:
+            raise SystemExit(f"fusion-embedding-similarity-bilingual: {e}")
     paths = [args.path] + list(args.compare)
     labels = args.labels.split(",") if args.labels else paths
     if len(labels) != len(paths):

@@ -1,50 +1,95 @@
 """fusion-layer-masking: mask each encoder layer of a layer-attention model in turn at inference
-and report the relative change of BLEU and of the output length (Liu et al. 2021, §3.3, Fig. 2).
+and report the relative change of the task's metric and of the output length (Liu et al. 2021,
+§3.3, Fig. 1-2).
 
 Each masked model is loaded with the model override ``layer_attention_mask`` = n, as
-``fairseq-generate --model-overrides "{'layer_attention_mask': n}"`` would. BLEU is tokenized
-BLEU on the BPE-removed text (the paper's metric).
+``fairseq-generate --model-overrides "{'layer_attention_mask': n}"`` would, and decoded with
+fairseq's generator: every ``fairseq-generate`` generation option (``--beam``, ``--lenpen``,
+``--min-len``, ``--no-repeat-ngram-size``, ``--max-len-a/b``, ...) is accepted, and
+``--post-process`` / ``--bpe gpt2`` turn the output back into text. ``--metric``: bleu
+(tokenized BLEU on the post-processed text, the paper's metric for translation), sacrebleu, chrf,
+or a metric a task registered (``fairseq_fusion/analysis/metrics.py``).
 
-  fusion-layer-masking --path ckpt/checkpoint_best.pt --data /tmp/m30k --split test --out results/masking
+  # translation (the paper: beam 4)
+  fusion-layer-masking --path ckpt/checkpoint_best.pt --data data-bin/multi30k --split test --out results/masking
+  # summarization settings (Liu et al. A.2): beam 4, length penalty 2.0, 55-140 tokens, no repeated 3-grams
+  fusion-layer-masking --path sum/checkpoint_best.pt --data data-bin/cnndm --beam 4 --lenpen 2.0 --min-len 55 \\
+      --max-len-a 0 --max-len-b 140 --no-repeat-ngram-size 3 --bpe gpt2 --gpt2-encoder-json encoder.json \\
+      --gpt2-vocab-bpe vocab.bpe --metric rouge --out results/masking_cnndm
 """
 import argparse
 import ast
+import dataclasses
+
+from fairseq.dataclass.configs import GenerationConfig
+from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from ..analysis.common import add_common_args, new_figure, write_outputs
 from ..analysis.layer_fusion import masking_sweep
+from ..analysis.metrics import METRICS
+
+POST_PROCESS = ["subword_nmt", "sentencepiece", "wordpiece", "letter", "_EOW", "none"]
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-layer-masking", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="fusion-layer-masking", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     add_common_args(p, split="test")
     p.add_argument("--layers", default=None, help="comma-separated encoder layers to mask (default: all attended, 0 = embeddings)")
-    p.add_argument("--beam", type=int, default=4)
-    p.add_argument("--lenpen", type=float, default=1.0)
-    p.add_argument("--max-len-a", type=float, default=1.2)
-    p.add_argument("--max-len-b", type=int, default=10)
+    p.add_argument("--metric", default="bleu", help=f"corpus metric, one of {sorted(METRICS)} (default: %(default)s)")
+    p.add_argument("--post-process", default="subword_nmt", choices=POST_PROCESS,
+                   help="fairseq's post-processing of the output tokens (default: %(default)s)")
+    p.add_argument("--bpe", default=None, choices=["gpt2"], help="decode fairseq's GPT-2 BPE after --post-process none")
+    p.add_argument("--gpt2-encoder-json", default=None, help="with --bpe gpt2: the encoder.json file")
+    p.add_argument("--gpt2-vocab-bpe", default=None, help="with --bpe gpt2: the vocab.bpe file")
+    gen = p.add_argument_group("generation (fairseq-generate's options)")
+    gen_parser_from_dataclass(gen, GenerationConfig())
+    p.set_defaults(beam=4, max_len_a=1.2, max_len_b=10)  # the tool's translation setting (Liu et al.: beam 4)
     return p
 
 
+def gpt2_bpe(args):
+    if args.bpe is None:
+        return None
+    missing = [f for f in ("gpt2_encoder_json", "gpt2_vocab_bpe") if not getattr(args, f)]
+    if missing:
+        raise SystemExit(f"fusion-layer-masking: --bpe gpt2 needs {', '.join('--' + m.replace('_', '-') for m in missing)} "
+                         "(fairseq's GPT-2 BPE files)")
+    if args.post_process != "none":
+        raise SystemExit("fusion-layer-masking: --bpe gpt2 decodes the token ids itself: use --post-process none")
+    from fairseq.data import encoders
+
+    return encoders.build_bpe(argparse.Namespace(bpe="gpt2", gpt2_encoder_json=args.gpt2_encoder_json,
+                                                  gpt2_vocab_bpe=args.gpt2_vocab_bpe))
+
+
 def main(args):
+    if args.metric not in METRICS:
+        raise SystemExit(f"fusion-layer-masking: --metric {args.metric!r}: expected one of {sorted(METRICS)}")
     layers = [int(x) for x in args.layers.split(",")] if args.layers else None
+    gen_args = argparse.Namespace(**{f.name: getattr(args, f.name) for f in dataclasses.fields(GenerationConfig)
+                                     if hasattr(args, f.name)})
     base, results = masking_sweep(
         args.path, args.data, args.split, layers, cpu=args.cpu, overrides=ast.literal_eval(args.model_overrides),
-        beam=args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+        metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=gpt2_bpe(args),
         max_tokens=args.max_tokens, max_sentences=args.max_sentences,
     )
     labels = ["emb" if r["masked_layer"] == 0 else str(r["masked_layer"]) for r in results]
     fig, axes = new_figure(1, 2, figsize=(9, 3.2))
-    for ax, key, title in ((axes[0], "bleu_change", "(a) BLEU"), (axes[1], "length_change", "(b) output length")):
+    for ax, key, title in ((axes[0], "score_change", f"(a) {args.metric}"), (axes[1], "length_change", "(b) output length")):
         values = [r[key] for r in results]
         ax.bar(labels, values, color=["tab:red" if v < 0 else "tab:blue" for v in values])
         ax.axhline(0, color="k", linewidth=0.8)
         ax.set_xlabel("masked encoder layer")
         ax.set_ylabel("relative change (%)")
         ax.set_title(title)
-    write_outputs(args.out, {"path": args.path, "split": args.split, "baseline": base, "masked": results}, fig)
-    print(f"| unmasked: BLEU {base['bleu']:.2f}, length {base['length']:.2f} ({base['sentences']} sentences)")
+    generation = {k: v for k, v in vars(gen_args).items() if v != getattr(GenerationConfig(), k)}
+    write_outputs(args.out, {"path": args.path, "split": args.split, "metric": args.metric,
+                             "generation": generation, "post_process": args.post_process, "bpe": args.bpe,
+                             "baseline": base, "masked": results}, fig)
+    print(f"| unmasked: {args.metric} {base['score']:.2f}, length {base['length']:.2f} ({base['sentences']} sentences)")
     for r in results:
-        print(f"| mask {r['masked_layer']}: BLEU {r['bleu']:.2f} ({r['bleu_change']:+.1f}%), "
+        print(f"| mask {r['masked_layer']}: {args.metric} {r['score']:.2f} ({r['score_change']:+.1f}%), "
               f"length {r['length']:.2f} ({r['length_change']:+.1f}%)")
 
 
