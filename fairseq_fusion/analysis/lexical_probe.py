@@ -70,7 +70,7 @@ def warmup_factor(step, warmup):
 
 
 @torch.no_grad()
-def evaluate(probes: Dict[int, nn.Module], store, side, n_classes, device="cpu", chunk_rows=16384):
+def evaluate(probes: Dict[int, nn.Module], store, side, n_classes, device="cpu", chunk_rows=16384, eval_rows=2048):
     """layer -> per-type correct / total counts (n_classes), per-POS-category ones, summed loss."""
     layers = list(probes)
     stats = {l: {"correct": torch.zeros(n_classes), "total": torch.zeros(n_classes), "loss": 0.0,
@@ -80,10 +80,13 @@ def evaluate(probes: Dict[int, nn.Module], store, side, n_classes, device="cpu",
     for tokens, cats, xs in store.chunks(side, layers, chunk_rows):
         tokens, tagged = tokens.to(device), cats >= 0
         for l, x in zip(layers, xs):
-            logits = probes[l](x.to(device))
-            correct = logits.argmax(-1).eq(tokens).float().cpu()
             s = stats[l]
-            s["loss"] += F.cross_entropy(logits, tokens, reduction="sum").item()
+            predicted = []
+            for part, y in zip(x.split(eval_rows), tokens.split(eval_rows)):  # logits of eval_rows x classes at a time
+                logits = probes[l](part.to(device))
+                s["loss"] += F.cross_entropy(logits, y, reduction="sum").item()
+                predicted.append(logits.argmax(-1))
+            correct = torch.cat(predicted).eq(tokens).float().cpu()
             s["correct"].index_add_(0, tokens.cpu(), correct)
             s["total"].index_add_(0, tokens.cpu(), torch.ones_like(correct))
             s["pos_correct"].index_add_(0, cats[tagged], correct[tagged])

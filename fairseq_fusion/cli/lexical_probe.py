@@ -30,7 +30,7 @@ def get_parser():
     p.add_argument("--train-split", default="train", help="split the probes are trained on (default: %(default)s)")
     p.add_argument("--max-train-sentences", type=int, default=100000,
                    help="random sample of this many training sentences (default: %(default)s)")
-    p.add_argument("--max-train-positions", type=int, default=2000000,
+    p.add_argument("--max-train-positions", type=int, default=1000000,
                    help="at most this many training positions per side (disk: 2 bytes x dim x layers each)")
     p.add_argument("--valid-split", default="valid", help="held-out split for early stopping (default: %(default)s)")
     p.add_argument("--max-valid-sentences", type=int, default=None, help="use at most this many early-stopping sentences")
