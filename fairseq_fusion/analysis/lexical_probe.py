@@ -91,6 +91,7 @@ def evaluate(probes: Dict[int, nn.Module], store, side, n_classes, device="cpu",
             s["total"].index_add_(0, tokens.cpu(), torch.ones_like(correct))
             s["pos_correct"].index_add_(0, cats[tagged], correct[tagged])
             s["pos_total"].index_add_(0, cats[tagged], torch.ones(int(tagged.sum())))
+        del tokens, xs, x
     return stats
 
 
@@ -123,6 +124,7 @@ def train_group(train, valid, side, layers: List[int], n_classes, hidden=512, dr
                     opts[l].zero_grad()
                     loss.backward()
                     opts[l].step()
+            del tokens, xs, x  # free this chunk before the next is read
         stats = evaluate({l: probes[l] for l in active}, valid, side, n_classes, device, chunk_rows)
         for l in list(active):
             n = stats[l]["total"].sum().item()

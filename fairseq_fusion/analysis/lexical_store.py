@@ -73,6 +73,7 @@ class StateStore:
             xs = [torch.from_numpy(self.read(side, f"layer{i}", start, rows, np.float16, dim)[perm].astype(np.float32))
                   for i in layers]
             yield tokens, cats, xs
+            del tokens, cats, xs  # free this chunk before reading the next
 
     def remove(self):
         self.close()
