@@ -99,19 +99,39 @@ def char_split(line: str) -> str:
     return " ".join(CJK.sub(r" \1 ", line).split())
 
 
-def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], tokenized: bool = False):
-    """sacreBLEU's corpus BLEU; ``tokenized``: the text is already tokenized (multi-bleu.perl's counts)."""
+# sacreBLEU's tokenizer for detokenized BLEU by target language (what ``sacrebleu -l SRC-TGT`` picks)
+SACREBLEU_TOKENIZERS = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
+
+
+def sacrebleu_tokenizer(lang: str = None, requested: str = "auto") -> str:
+    """``requested`` unless "auto": zh for Chinese, ja-mecab / ko-mecab for Japanese / Korean (their
+    MeCab packages must be installed: ``pip install sacrebleu[ja]`` / ``sacrebleu[ko]``), else 13a."""
+    import sacrebleu
+
+    name = SACREBLEU_TOKENIZERS.get(lang, "13a") if requested == "auto" else requested
+    try:
+        sacrebleu.metrics.BLEU(tokenize=name)
+    except Exception as e:  # an unknown name, or the MeCab package missing
+        raise ValueError(f"sacreBLEU tokenizer {name!r} for target language {lang!r} cannot be used: {e} "
+                         "(install it, e.g. pip install 'sacrebleu[ja]', or pass --sacrebleu-tokenize)") from None
+    return name
+
+
+def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], tokenized: bool = False, tokenize: str = "13a"):
+    """sacreBLEU's corpus BLEU; ``tokenized``: the text is already tokenized (multi-bleu.perl's counts);
+    else sacreBLEU tokenizes it with ``tokenize`` (see ``sacrebleu_tokenizer``)."""
     import sacrebleu
 
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references: the files must be line-aligned")
-    bleu = sacrebleu.metrics.BLEU(tokenize="none" if tokenized else "13a", force=tokenized)
+    bleu = sacrebleu.metrics.BLEU(tokenize="none" if tokenized else tokenize, force=tokenized)
     return bleu.corpus_score(list(hyps), [list(refs)]), bleu.get_signature()
 
 
-def score(hyps_detok, refs_raw, lang, detok_only=False, split="auto"):
-    """Both BLEUs of line-aligned detokenized hypotheses and raw references, as a dict."""
-    res, sig = corpus_bleu(hyps_detok, refs_raw)
+def score(hyps_detok, refs_raw, lang, detok_only=False, split="auto", tokenize="auto"):
+    """Both BLEUs of line-aligned detokenized hypotheses and raw references, as a dict; detokenized
+    BLEU with sacreBLEU's tokenizer for ``lang`` (zh, ja-mecab, ko-mecab, else 13a) unless ``tokenize``."""
+    res, sig = corpus_bleu(hyps_detok, refs_raw, tokenize=sacrebleu_tokenizer(lang, tokenize))
     result = {"sacrebleu": {"score": res.score, "signature": str(sig), "text": str(res)}}
     if not detok_only:
         split = bleu_split(lang) if split == "auto" else split

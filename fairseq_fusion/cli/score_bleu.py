@@ -23,6 +23,9 @@ def get_parser():
     p.add_argument("--split", choices=["auto", "compound", "chars", "none"], default="auto",
                    help="tokenized BLEU post-processing (auto: compound for de/fr, chars for zh)")
     p.add_argument("--detok-only", action="store_true", help="report only detokenized sacreBLEU")
+    p.add_argument("--sacrebleu-tokenize", default="auto",
+                   help="sacreBLEU tokenizer of the detokenized BLEU (auto: zh for zh, ja-mecab for ja, ko-mecab for ko, "
+                   "else 13a, as sacrebleu -l picks)")
     p.add_argument("--out", default=None, help="output prefix: writes OUT.json and the detokenized hypothesis OUT.detok")
     return p
 
@@ -39,7 +42,10 @@ def main(args):
     if len(hyps) != len(refs):
         raise SystemExit(f"fusion-score-bleu: --hyp {args.hyp} has {len(hyps)} sentences but --ref {args.ref} has {len(refs)}")
     detok = hyps if args.hyp_format == "detok" else evaluation.detokenize(hyps, args.target_lang, args.detruecase)
-    result = evaluation.score(detok, refs, args.target_lang, args.detok_only, args.split)
+    try:
+        result = evaluation.score(detok, refs, args.target_lang, args.detok_only, args.split, args.sacrebleu_tokenize)
+    except ValueError as e:
+        raise SystemExit(f"fusion-score-bleu: {e}")
     result.update(hyp=args.hyp, ref=args.ref, sentences=len(refs))
     print(f"sacreBLEU (detokenized): {result['sacrebleu']['text']}")
     print(f"sacreBLEU signature: {result['sacrebleu']['signature']}")
