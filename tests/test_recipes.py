@@ -60,6 +60,16 @@ def test_other_papers_settings():
     assert liu["update_freq"] == 16  # Ott et al. 2018: 8 GPUs x 3584 tokens x 16 = "460K" tokens
     ro = settings.train_settings("wmt16_ro_en", "transformer_surface_fusion", size="base")
     assert (ro["beam"], ro["lenpen"], ro["max_update"], ro["batch_tokens"]) == (4, 1.0, 60000, 16000)
+    # SurfaceFusion's lambda: 0.8 on Ro-En (Liu et al. §4.1), the presets' 0.9 on En-De / En-Fr, as fairseq reads it
+    from fairseq import options
+
+    for task, arch, lam in (("wmt16_ro_en", "transformer_surface_fusion", 0.8), ("wmt16_ro_en", "transformer_surface_fusion_soft", 0.8),
+                            ("wmt14_en_de", "transformer_surface_fusion_big", 0.9)):
+        train_args = settings.train_command_args(settings.train_settings(task, arch, size="base"))
+        parsed = options.parse_args_and_arch(options.get_training_parser(), ["data", "--user-dir", os.path.join(REPO, "fairseq_fusion"),
+                                                                              *train_args])
+        assert parsed.surface_fusion_lambda == lam, (task, arch)
+    assert "--surface-fusion-lambda" not in settings.train_command_args(settings.train_settings("wmt16_ro_en", "fusion_transformer", "liu"))
     fr = settings.train_settings("wmt14_en_fr", "transformer_surface_fusion_big")
     assert (fr["beam"], fr["lenpen"], fr["max_update"], fr["dropout"]) == (5, 0.9, 80000, 0.1)
     yang = settings.train_settings("wmt17_zh_en", "transformer_simplified_decoder")
