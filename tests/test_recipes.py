@@ -54,6 +54,22 @@ def test_emelin_warmup_lr_and_batch():
     assert settings.bpe_settings("wmt17_en_ru", "emelin")["merges"] == 32000
 
 
+def test_size_and_warmup_follow_the_model_flags_not_the_arch_name():
+    """Emelin et al. A.1's warm-up from the techniques the flags turn on, the size from the embedding dim."""
+    cases = [("fusion_transformer", [], "base", 4000), ("fusion_transformer", ["--lexical-shortcuts"], "base", 6000),
+             ("fusion_transformer", ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion"], "base", 8000),
+             ("transformer_lexical_shortcuts_ff", ["--lexical-shortcuts-feature-fusion", "false"], "base", 6000),
+             ("fusion_transformer", ["--encoder-embed-dim", "1024", "--decoder-embed-dim", "1024"], "big", 16000)]
+    for arch, flags, size, warmup in cases:
+        s = settings.train_settings("wmt14_en_de", arch, "emelin", n_gpus=4, flags=flags)
+        assert (s["size"], s["warmup"]) == (size, warmup), (arch, flags)
+        assert s["max_update"] == (300000 if size == "big" else 150000)
+    out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "train", "--task", "wmt14_en_de",
+                          "--arch", "fusion_transformer", "--paper", "emelin", "--model-flags=--lexical-shortcuts"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--warmup-updates 6000" in out.replace("'", "")
+
+
 def test_other_papers_settings():
     liu = settings.train_settings("wmt14_en_de", "transformer_surface_fusion_big", n_gpus=8, max_tokens=3584)
     assert (liu["beam"], liu["lenpen"], liu["max_update"], liu["dropout"], liu["average"]) == (5, 0.6, 30000, 0.3, None)

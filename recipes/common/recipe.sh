@@ -184,12 +184,15 @@ train_setup() {  # ARCH + options -> settings, DATA, SAVE
     SAVE="$(checkpoint_dir)"
 }
 
-train_settings() {  # the paper's settings of ARCH; "cached": those train.sh recorded in SAVE, if any
+train_settings() {  # the paper's settings of ARCH (+ model flags); "cached": those train.sh recorded in SAVE, if any
     local cache="$SAVE/recipe_settings.sh"
     if [[ "${1:-}" == cached && -f "$cache" ]]; then
         source "$cache"  # evaluate.sh decodes with the settings the model was trained with
     else
-        settings train --task "$TASK" --arch "$ARCH" --n-gpus "$N_GPUS" --paper "$PAPER" ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"}
+        local flags="${1:-}"
+        [[ "$flags" == cached ]] && flags=""
+        settings train --task "$TASK" --arch "$ARCH" --n-gpus "$N_GPUS" --paper "$PAPER" ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"} \
+            --model-flags="$flags"
         direction
     fi
 }
@@ -197,11 +200,14 @@ train_settings() {  # the paper's settings of ARCH; "cached": those train.sh rec
 recipe_train() {
     case "${1:-}" in -h|--help|"") train_usage; [[ -n "${1:-}" ]] && exit 0 || exit 2 ;; esac
     train_setup "$@"
-    train_settings
     local passthrough=() seen=0 a
     for a in "${REST[@]+"${REST[@]}"}"; do
         if [[ $seen == 1 ]]; then passthrough+=("$a"); elif [[ "$a" == "--" ]]; then seen=1; else die "train.sh: unknown option $a"; fi
     done
+    # the model flags after -- decide size and warm-up with the arch (e.g. -- --lexical-shortcuts on a baseline)
+    local quoted=""
+    [[ ${#passthrough[@]} -gt 0 ]] && quoted="$(printf '%q ' "${passthrough[@]}")"
+    train_settings "$quoted"
     [[ -f "$DATA/dict.$SRC.txt" ]] || die "$DATA not prepared: run recipes/$TASK/prepare.sh --paper $PAPER$([[ $REVERSE == 1 ]] && echo " --reverse")"
     mkdir -p "$SAVE"
     declare -p PAPER SIZE CRITERION BEAM LENPEN AVERAGE SRC TGT TRUECASE TRAIN_ARGS PAIR | sed 's/^declare /declare -g /' > "$SAVE/recipe_settings.sh"

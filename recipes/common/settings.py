@@ -237,41 +237,49 @@ def _pick(value, size, task):
     return value
 
 
-def model_size(arch):
-    """('big' when the arch's preset has 1024-dim embeddings, else 'base'; that dim), from fairseq's registry."""
+def model_args(arch, flags=()):
+    """The arguments fairseq-train builds for ``arch`` with the model ``flags`` given after ``--``
+    (fairseq's own parser: the preset's values, overridden by the flags)."""
     import fairseq_fusion  # noqa: F401  (registers the archs)
+    from fairseq import options
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
     if arch not in ARCH_CONFIG_REGISTRY:
         fusion = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m.__name__ == "FusionTransformerModel")
         raise ValueError(f"unknown arch {arch!r}; fusion_transformer archs: {', '.join(fusion)}")
-    args = argparse.Namespace()
-    ARCH_CONFIG_REGISTRY[arch](args)
-    dim = getattr(args, "encoder_embed_dim", 512)
+    args, _ = options.parse_args_and_arch(options.get_training_parser(), ["data", "--arch", arch, *flags], parse_known=True)
+    return args
+
+
+def model_size(arch, flags=()):
+    """('big' when the model has 1024-dim embeddings, else 'base'; that dim), from the arch and its flags."""
+    dim = getattr(model_args(arch, flags), "encoder_embed_dim", 512)
     return ("big" if dim >= 1024 else "base"), dim
 
 
-def warmup_of(paper, arch, size, default):
+def warmup_of(paper, args, size, default):
+    """Emelin et al. A.1 from the model's flags (``args``: ``model_args``; None: the plain transformer)."""
     if paper == "emelin":  # A.1: 4k base, 6k with lexical shortcuts, 8k with feature-fusion, 16k for every big model
         if size == "big":
             return 16000
-        if "feature_fusion" in arch or "_ff" in arch:
-            return 8000
-        if arch.startswith("transformer_lexical_shortcuts"):
-            return 6000
+        if getattr(args, "lexical_shortcuts", False):
+            return 8000 if getattr(args, "lexical_shortcuts_feature_fusion", False) else 6000
     return default
 
 
-def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None):
-    """fairseq-train settings of ``arch`` on ``task`` as the paper trained it, for ``n_gpus`` GPUs (0: CPU)."""
+def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None, flags=()):
+    """fairseq-train settings of ``arch`` on ``task`` as the paper trained it, for ``n_gpus`` GPUs (0: CPU);
+    ``flags``: model flags given after ``--`` (they decide the size and the techniques, not the arch name)."""
     check_task(task)
     paper = paper or paper_of(arch, task)
     spec = dict(check_paper(paper, task)["train"])
     spec.update(spec.pop("by_task", {}).get(task, {}))
-    size, dim = (size, 1024 if size == "big" else 512) if size else model_size(arch)
+    margs = model_args(arch, flags)
+    dim = getattr(margs, "encoder_embed_dim", 512)
+    size, dim = (size, 1024 if size == "big" else 512) if size else (("big" if dim >= 1024 else "base"), dim)
     max_tokens = max_tokens or (spec["batch_tokens"] if task == "multi30k_en_de" else 4096)
     devices = max(1, n_gpus)
-    warmup = warmup_of(paper, arch, size, spec["warmup"])
+    warmup = warmup_of(paper, margs, size, spec["warmup"])
     import fairseq_fusion.fusion_options as fusion_options
 
     s = dict(
@@ -333,6 +341,7 @@ def main(argv=None):
     p.add_argument("--arch", default=None)
     p.add_argument("--n-gpus", type=int, default=0)
     p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--model-flags", default="", help="the model flags given to train.sh after --")
     a = p.parse_args(argv)
     try:
         if a.step == "readme-table":
@@ -352,7 +361,7 @@ def main(argv=None):
             check_paper(paper, a.task)
             _emit(PAPER=paper, SRC=task["src"], TGT=task["tgt"])
         else:
-            s = train_settings(a.task, a.arch, a.paper, a.n_gpus, a.max_tokens)
+            s = train_settings(a.task, a.arch, a.paper, a.n_gpus, a.max_tokens, flags=shlex.split(a.model_flags))
             _emit(PAPER=s["paper"], SIZE=s["size"], CRITERION=s["criterion"], BEAM=s["beam"], LENPEN=s["lenpen"],
                   AVERAGE=s["average"] or 0, SRC=task["src"], TGT=task["tgt"], TRUECASE=int(bpe_settings(a.task, s["paper"])["truecase"]),
                   TRAIN_ARGS=train_command_args(s, a.n_gpus))
@@ -382,7 +391,7 @@ def readme_table():
                 avg = _pick(tr["average"], size, task)
                 rows.append(
                     f"| {paper} | {task} | {b['merges']} / {b['threshold'] or '-'} / {'yes' if b['truecase'] else 'no'} | {size} | "
-                    f"{tr['batch_tokens']} | {_pick(tr['updates'], size, task)} | {warmup_of(paper, 'x', size, tr['warmup'])}"
+                    f"{tr['batch_tokens']} | {_pick(tr['updates'], size, task)} | {warmup_of(paper, None, size, tr['warmup'])}"
                     f"{' (6k shortcuts, 8k feature-fusion)' if paper == 'emelin' and size == 'base' else ''} | "
                     f"{tr['beam']} / {tr['lenpen']} | {'average of last ' + str(avg) if avg else 'best valid. loss'} | "
                     f"{reported if size == sizes[0] else ''} |"
