@@ -242,3 +242,30 @@ def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tmp_path):
         assert row["contrastive_scores"] == pytest.approx(con, abs=1e-3)
         assert row["correct"] == all(ref > c for c in con)
     assert result["overall"]["correct"] == sum(r["correct"] for r in result["items"])
+
+
+def test_sign_test_counts_sentence_swaps_and_binomial_p(tmp_path):
+    """Collins et al. 2005: + / - / tie per sentence from corpus BLEU with one sentence swapped in,
+    recomputed here with sacrebleu.corpus_bleu on each swapped corpus; p by the binomial formula."""
+    import sacrebleu
+
+    refs = ["the cat sat on the mat .", "a dog ran in the park today .", "we like green tea a lot .",
+            "it rained all day long here .", "she reads a long book now .", "they play music every night ."]
+    base = ["the cat sat on a mat .", "a dog ran in park today .", "we like tea a lot .",
+            "it rained all day long here .", "she reads long book now .", "they play music every day ."]
+    system = ["the cat sat on the mat .", "a dog ran in the park today .", "we like green tea a lot .",
+              "it rained all day long here .", "she reads book now .", "they play every night ."]
+    result = evaluation.sign_test(refs, base, {"sys": system})
+    base_bleu = sacrebleu.corpus_bleu(base, [refs]).score
+    signs = []
+    for i in range(len(refs)):
+        swapped = sacrebleu.corpus_bleu(base[:i] + [system[i]] + base[i + 1:], [refs]).score
+        signs.append((swapped > base_bleu) - (swapped < base_bleu))
+    plus, minus = signs.count(1), signs.count(-1)
+    assert (plus, minus) == (3, 2)  # sentences 1-3 better, 5-6 worse, 4 the same
+    r = result["systems"][0]
+    assert (r["better"], r["worse"], r["ties"]) == (plus, minus, 1)
+    assert r["p_value"] == pytest.approx(2 * (math.comb(5, 3) + math.comb(5, 4) + math.comb(5, 5)) / 2 ** 5)  # = 1.0
+    lopsided = evaluation.sign_test(refs * 2, base * 2, {"sys": refs * 2})["systems"][0]
+    assert (lopsided["better"], lopsided["ties"]) == (10, 2)
+    assert lopsided["p_value"] == pytest.approx(2 / 2 ** 10)

@@ -13,6 +13,7 @@
   or approximate randomization.
 """
 import gzip
+import math
 import re
 from typing import Dict, List, Optional, Sequence
 
@@ -219,4 +220,35 @@ def paired_significance(refs: Sequence[str], baseline: Sequence[str], systems: D
             "name": name, "bleu": res.score, "p_value": res.p_value,
             "mean": res.mean, "ci": res.ci,
         })
+    return out
+
+
+def sign_test(refs: Sequence[str], baseline: Sequence[str], systems: Dict[str, Sequence[str]],
+              baseline_name: str = "baseline", tokenized: bool = False) -> dict:
+    """Collins et al. (2005)'s sign test, as Dou et al. (2018) use it: for each sentence, corpus BLEU of
+    the baseline with that one sentence's translation replaced by the system's goes up (+), down (-)
+    or stays (tie); p = the two-sided binomial probability of at least as many +/- out of the
+    untied sentences under p = 1/2."""
+    import numpy as np
+    from sacrebleu.metrics import BLEU
+
+    for name, hyps in [(baseline_name, baseline)] + list(systems.items()):
+        if len(hyps) != len(refs):
+            raise ValueError(f"system {name!r} has {len(hyps)} lines but the reference {len(refs)}")
+    bleu = BLEU(tokenize="none" if tokenized else "13a", force=tokenized)
+    base_stats = np.array(bleu._extract_corpus_statistics(list(baseline), [list(refs)]), dtype=np.int64)
+    total = base_stats.sum(axis=0)
+    base_score = bleu._compute_score_from_stats(total.tolist()).score
+    out = {"test": "sign", "baseline": baseline_name, "baseline_bleu": base_score, "systems": []}
+    for name, hyps in systems.items():
+        stats = np.array(bleu._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.int64)
+        plus = minus = 0
+        for i in range(len(refs)):
+            swapped = bleu._compute_score_from_stats((total - base_stats[i] + stats[i]).tolist()).score
+            plus += swapped > base_score
+            minus += swapped < base_score
+        n, k = plus + minus, max(plus, minus)
+        p = min(1.0, 2 * sum(math.comb(n, j) for j in range(k, n + 1)) / 2 ** n) if n else 1.0
+        out["systems"].append({"name": name, "bleu": bleu.corpus_score(list(hyps), [list(refs)]).score,
+                               "better": int(plus), "worse": int(minus), "ties": len(refs) - n, "p_value": p})
     return out

@@ -1,4 +1,5 @@
-"""fusion-significance: paired significance of systems against a baseline (sacreBLEU's paired bootstrap, Koehn 2004).
+"""fusion-significance: paired significance of systems against a baseline (sacreBLEU's paired bootstrap, Koehn 2004;
+approximate randomization; or the sign test of Collins et al. 2005, which Dou et al. 2018 use).
 
 All files are line-aligned detokenized text (or tokenized with ``--tokenized``). Prints BLEU,
 the 95% confidence interval and the p-value of each system against the baseline; writes OUT.json.
@@ -14,8 +15,9 @@ def get_parser():
     p.add_argument("--ref", required=True, help="reference translations")
     p.add_argument("--baseline", required=True, metavar="NAME=FILE", help="the baseline system")
     p.add_argument("--sys", required=True, nargs="+", metavar="NAME=FILE", help="systems to test against the baseline")
-    p.add_argument("--test", choices=["bs", "ar"], default="bs",
-                   help="bs: paired bootstrap resampling (default); ar: approximate randomization")
+    p.add_argument("--test", choices=["bs", "ar", "sign"], default="bs",
+                   help="bs: paired bootstrap resampling (default); ar: approximate randomization; sign: Collins et al. "
+                   "(2005)'s sign test over sentences (Dou et al. 2018)")
     p.add_argument("--n-samples", type=int, default=0, help="resamples (0: sacreBLEU's default, 1000 for bs, 10000 for ar)")
     p.add_argument("--tokenized", action="store_true", help="BLEU on the tokens as they are (no 13a tokenization)")
     p.add_argument("--out", default=None, help="output prefix: OUT.json")
@@ -28,6 +30,16 @@ def main(args):
     if base_name in systems:
         raise SystemExit(f"--sys: {base_name!r} is the baseline's name")
     try:
+        if args.test == "sign":
+            result = evaluation.sign_test(
+                evaluation.read_lines(args.ref), evaluation.read_lines(base_path),
+                {n: evaluation.read_lines(p) for n, p in systems.items()}, base_name, args.tokenized)
+            for s in result["systems"]:
+                print(f"{s['name']}\tBLEU {s['bleu']:.2f}  +{s['better']} -{s['worse']} ={s['ties']}  p = {s['p_value']:.4g}"
+                      f"{' *' if s['p_value'] < 0.05 else ''}")
+            if args.out:
+                common.write_outputs(args.out, result)
+            return result
         result = evaluation.paired_significance(
             evaluation.read_lines(args.ref), evaluation.read_lines(base_path),
             {n: evaluation.read_lines(p) for n, p in systems.items()},
