@@ -1,4 +1,5 @@
 """Foundation: parity with fairseq's transformer, CLI round trip, reload, averaging, bad input."""
+import json
 import os
 import re
 import subprocess
@@ -183,6 +184,26 @@ def test_bad_input_messages(multi30k_slice, trained, tmp_path):
     proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", str(tmp_path / "nope" / "train"),
                     "--validpref", str(tmp_path / "nope" / "val"), "--destdir", str(tmp_path / "y")], check=False)
     assert proc.returncode != 0 and "no text file" in proc.stderr and "nope/train.en" in proc.stderr
+
+
+def test_separate_dictionaries(tmp_path):
+    """--separate-dictionaries: one dictionary per language, each with its own side's sub-words only
+    (recounted here from the BPE text); the default joins them."""
+    from collections import Counter
+
+    src = data_paths.data_path("multi30k")
+    out = str(tmp_path / "sep")
+    run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", os.path.join(src, "train"),
+             "--validpref", os.path.join(src, "val"), "--destdir", out, "--max-lines", "200", "--bpe-merges", "100",
+             "--workers", "1", "--separate-dictionaries"])
+    for lang in ("en", "de"):
+        with open(os.path.join(out, "tok", f"train.bpe.{lang}"), encoding="utf-8") as f:
+            counts = Counter(tok for line in f for tok in line.split())
+        with open(os.path.join(out, f"dict.{lang}.txt"), encoding="utf-8") as f:
+            entries = dict(line.split()[:2] for line in f if not line.startswith("madeupword"))  # fairseq's padding to x8
+        assert set(entries) == set(counts) and all(int(entries[t]) == c for t, c in counts.items()), lang
+    with open(os.path.join(out, "prepare.json")) as f:
+        assert json.load(f)["joined_dictionary"] is False
 
 
 def test_technique_modules_do_not_import_the_model():

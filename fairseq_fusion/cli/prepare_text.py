@@ -2,7 +2,8 @@
 
 Reads ``PREFIX.LANG`` or ``PREFIX.LANG.gz`` for each split, tokenizes with sacremoses,
 learns joint BPE on the training data of both languages (subword-nmt, or fastBPE for
-applying the codes), and binarizes with ``fairseq-preprocess --joined-dictionary``.
+applying the codes), and binarizes with ``fairseq-preprocess --joined-dictionary`` (or one dictionary
+per language with ``--separate-dictionaries``, e.g. for Zh-En without shared embeddings).
 Training pairs are cleaned (empty sides, over ``--max-len`` tokens, length ratio over
 ``--max-ratio``) as Moses' ``clean-corpus-n.perl`` does; valid and test sets are kept whole.
 Optional, off by default: Moses truecasing (``--truecase``, a model per language trained on
@@ -163,6 +164,8 @@ def get_parser():
     p.add_argument("--bpe-vocab-threshold", type=int, default=None, metavar="N",
                    help="subword-nmt --vocabulary-threshold: produce only subwords seen >= N times in that "
                         "language's BPE'd training data (default: no filter)")
+    p.add_argument("--separate-dictionaries", action="store_true",
+                   help="one dictionary per language (default: a joined dictionary, which --share-all-embeddings needs)")
     p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)))
     return p
 
@@ -216,8 +219,8 @@ def main(args):
         console_script("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
         "--trainpref", os.path.join(tok_dir, "train.bpe"),
         "--validpref", os.path.join(tok_dir, "valid.bpe"),
-        "--destdir", args.destdir, "--joined-dictionary", "--workers", str(args.workers),
-    ]
+        "--destdir", args.destdir, "--workers", str(args.workers),
+    ] + ([] if args.separate_dictionaries else ["--joined-dictionary"])
     tests = [s for s, _ in splits if s.startswith("test")]
     if tests:
         cmd += ["--testpref", ",".join(os.path.join(tok_dir, f"{s}.bpe") for s in tests)]
@@ -232,6 +235,7 @@ def write_manifest(args):
         "tokenizer": {"name": "sacremoses", "escape": False, "aggressive_dash_splits": True},
         "truecase": bool(args.truecase), "bpe_merges": args.bpe_merges, "bpe_tool": args.bpe_tool,
         "bpe_vocab_threshold": args.bpe_vocab_threshold,
+        "joined_dictionary": not args.separate_dictionaries,
     }
     with open(os.path.join(args.destdir, "prepare.json"), "w") as f:
         json.dump(manifest, f, indent=2)
