@@ -206,6 +206,34 @@ def test_separate_dictionaries(tmp_path):
         assert json.load(f)["joined_dictionary"] is False
 
 
+def test_added_test_set_equals_one_prepared_with_the_rest(tmp_path):
+    """--add-test reuses the folder's codes and dictionaries: the added split is byte-identical to the
+    same set prepared together with the training data, and nothing else in the folder changes."""
+    import hashlib
+
+    src = data_paths.data_path("multi30k")
+    common = ["-s", "en", "-t", "de", "--trainpref", os.path.join(src, "train"), "--validpref", os.path.join(src, "val"),
+              "--max-lines", "200", "--bpe-merges", "100", "--workers", "1"]
+    full, added = str(tmp_path / "full"), str(tmp_path / "added")
+    run_cli(["fusion-prepare-text", *common, "--testpref", os.path.join(src, "test_2016_flickr") + "," + os.path.join(src, "test_2017_flickr"),
+             "--destdir", full])
+    run_cli(["fusion-prepare-text", *common, "--testpref", os.path.join(src, "test_2016_flickr"), "--destdir", added])
+
+    def digest(folder, names):
+        return {n: hashlib.md5(open(os.path.join(folder, n), "rb").read()).hexdigest() for n in names}
+
+    kept = ["bpe.codes", "dict.en.txt", "dict.de.txt", "test.en-de.en.bin", "train.en-de.de.bin"]
+    before = digest(added, kept)
+    run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--destdir", added, "--max-lines", "200", "--workers", "1",
+             "--add-test", os.path.join(src, "test_2017_flickr")])
+    assert digest(added, kept) == before
+    split = [f"test1.en-de.{lang}.{ext}" for lang in ("en", "de") for ext in ("bin", "idx")]
+    assert digest(added, split) == digest(full, split)
+    proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--destdir", str(tmp_path / "none"),
+                    "--add-test", os.path.join(src, "test_2017_flickr")], check=False)
+    assert proc.returncode != 0 and "--add-test needs a --destdir written by fusion-prepare-text" in proc.stderr
+
+
 def test_technique_modules_do_not_import_the_model():
     """modules/ (techniques) and models/ (the model) share the flag registry, fusion_options.py;
     a technique importing models/ would make the registry part of the model again."""

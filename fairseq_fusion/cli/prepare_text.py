@@ -149,8 +149,11 @@ def get_parser():
     p = argparse.ArgumentParser(prog="fusion-prepare", description=__doc__.split("\n")[0])
     p.add_argument("--source-lang", "-s", required=True)
     p.add_argument("--target-lang", "-t", required=True)
-    p.add_argument("--trainpref", required=True, help="prefix of the raw training files")
-    p.add_argument("--validpref", required=True)
+    p.add_argument("--trainpref", default=None, help="prefix of the raw training files (required unless --add-test)")
+    p.add_argument("--validpref", default=None, help="prefix of the raw validation files (required unless --add-test)")
+    p.add_argument("--add-test", default=None, metavar="PREFIX[,PREFIX]",
+                   help="add test sets to an existing --destdir: processed with its tokenizer, truecaser, BPE codes and "
+                   "dictionaries (nothing is re-learned), binarized as the next free test, test1, test2, ...")
     p.add_argument("--testpref", default=None, help="comma-separated prefixes of test sets")
     p.add_argument("--destdir", required=True, help="output: tokenized, BPE and binarized data")
     p.add_argument("--bpe-merges", type=int, default=4000)
@@ -170,8 +173,60 @@ def get_parser():
     return p
 
 
+def add_test_sets(args):
+    """--add-test: new test sets through the folder's own pipeline and dictionaries."""
+    import shutil
+    import tempfile
+
+    src, tgt = args.source_lang, args.target_lang
+    manifest_path = os.path.join(args.destdir, "prepare.json")
+    needed = [manifest_path, os.path.join(args.destdir, "bpe.codes")] + [os.path.join(args.destdir, f"dict.{l}.txt") for l in (src, tgt)]
+    missing = [p for p in needed if not os.path.exists(p)]
+    if missing:
+        sys.exit(f"fusion-prepare: --add-test needs a --destdir written by fusion-prepare-text: {', '.join(missing)} not found")
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    if (manifest["source_lang"], manifest["target_lang"]) != (src, tgt):
+        sys.exit(f"fusion-prepare: {manifest_path} is {manifest['source_lang']}-{manifest['target_lang']}, not {src}-{tgt}")
+    tok_dir = os.path.join(args.destdir, "tok")
+    threshold = manifest.get("bpe_vocab_threshold")
+    for prefix in args.add_test.split(","):
+        k = 0
+        while os.path.exists(os.path.join(tok_dir, f"{'test' if k == 0 else f'test{k}'}.bpe.{src}")):
+            k += 1
+        name = "test" if k == 0 else f"test{k}"
+        raw = {lang: read_lines(prefix, lang, args.max_lines) for lang in (src, tgt)}
+        if len(raw[src]) != len(raw[tgt]):
+            sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
+        for lang in (src, tgt):
+            tok = tokenize(raw[lang], lang, args.workers, f"tokenize {name}.{lang}")
+            if manifest.get("truecase"):
+                from sacremoses import MosesTruecaser
+
+                tok = truecase(MosesTruecaser(load_from=os.path.join(args.destdir, f"truecase-model.{lang}")), tok)
+            write_lines(os.path.join(tok_dir, f"{name}.{lang}"), tok)
+            write_lines(os.path.join(tok_dir, f"{name}.raw.{lang}"), raw[lang])
+            vocab = os.path.join(args.destdir, f"bpe.vocab.{lang}") if threshold else None
+            apply_bpe(os.path.join(args.destdir, "bpe.codes"), os.path.join(tok_dir, f"{name}.{lang}"),
+                      os.path.join(tok_dir, f"{name}.bpe.{lang}"), manifest.get("bpe_tool", "subword-nmt"), vocab, threshold)
+        with tempfile.TemporaryDirectory(dir=args.destdir) as tmp:
+            cmd = [console_script("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
+                   "--testpref", os.path.join(tok_dir, f"{name}.bpe"), "--destdir", tmp, "--workers", str(args.workers),
+                   "--srcdict", os.path.join(args.destdir, f"dict.{src}.txt"), "--tgtdict", os.path.join(args.destdir, f"dict.{tgt}.txt")]
+            print("| " + " ".join(cmd), flush=True)
+            subprocess.run(cmd, check=True)
+            for f in os.listdir(tmp):
+                if f.startswith("test."):
+                    shutil.move(os.path.join(tmp, f), os.path.join(args.destdir, name + f[len("test"):]))
+        print(f"| added {prefix} as the {name} split of {args.destdir}", flush=True)
+
+
 def main(args):
     src, tgt = args.source_lang, args.target_lang
+    if args.add_test:
+        return add_test_sets(args)
+    if not args.trainpref or not args.validpref:
+        sys.exit("fusion-prepare: --trainpref and --validpref are required (or --add-test to extend an existing --destdir)")
     os.makedirs(args.destdir, exist_ok=True)
     tok_dir = os.path.join(args.destdir, "tok")
     os.makedirs(tok_dir, exist_ok=True)
