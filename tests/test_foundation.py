@@ -234,6 +234,28 @@ def test_added_test_set_equals_one_prepared_with_the_rest(tmp_path):
     assert proc.returncode != 0 and "--add-test needs a --destdir written by fusion-prepare-text" in proc.stderr
 
 
+def test_punctuation_normalization_and_non_printing_removal(tmp_path):
+    """--normalize-punctuation: Moses' normalize-punctuation + remove-non-printing-char before tokenizing,
+    recorded so that TextPipeline does the same to new text; hand-written expected tokens."""
+    from fairseq_fusion.cli.prepare_text import TextPipeline
+
+    raw = {"en": ["He said \u201ehello\u201c \u2026 it\u2019s 5\u00a0%\x07 done", "a b c"] * 3,
+           "de": ["Er sagte \u00abhallo\u00bb", "x y z"] * 3}
+    for split in ("train", "valid"):
+        for lang, lines in raw.items():
+            (tmp_path / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = str(tmp_path / "norm")
+    run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", str(tmp_path / "train"),
+             "--validpref", str(tmp_path / "valid"), "--destdir", out, "--bpe-merges", "5", "--workers", "1",
+             "--normalize-punctuation"])
+    with open(os.path.join(out, "tok", "train.en"), encoding="utf-8") as f:
+        first = f.readline().strip()
+    assert first == 'He said " hello " ... it \'s 5 % done'
+    with open(os.path.join(out, "tok", "train.de"), encoding="utf-8") as f:
+        assert f.readline().strip() == 'Er sagte " hallo "'
+    assert TextPipeline(out, "en").tokenize(raw["en"][0]) == first
+
+
 def test_technique_modules_do_not_import_the_model():
     """modules/ (techniques) and models/ (the model) share the flag registry, fusion_options.py;
     a technique importing models/ would make the registry part of the model again."""

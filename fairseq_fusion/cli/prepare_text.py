@@ -37,19 +37,33 @@ def read_lines(prefix, lang, max_lines=None):
 _TOKENIZER = None
 
 
-def _init_tokenizer(lang):
-    global _TOKENIZER
+_NORMALIZER = None
+
+
+def punctuation_normalizer(lang):
+    """Moses ``normalize-punctuation.perl`` then ``remove-non-printing-char.perl`` (sacremoses), as fairseq's
+    prepare-wmt14 scripts run them before tokenizing."""
+    from sacremoses import MosesPunctNormalizer
+
+    return MosesPunctNormalizer(lang=lang, pre_replace_unicode_punct=True, post_remove_control_chars=True)
+
+
+def _init_tokenizer(lang, normalize=False):
+    global _TOKENIZER, _NORMALIZER
     from sacremoses import MosesTokenizer
 
     _TOKENIZER = MosesTokenizer(lang=lang)
+    _NORMALIZER = punctuation_normalizer(lang) if normalize else None
 
 
 def _tokenize(line):
+    if _NORMALIZER is not None:
+        line = _NORMALIZER.normalize(line)
     return _TOKENIZER.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
 
 
-def tokenize(lines, lang, workers, desc):
-    with Pool(workers, initializer=_init_tokenizer, initargs=(lang,)) as pool:
+def tokenize(lines, lang, workers, desc, normalize=False):
+    with Pool(workers, initializer=_init_tokenizer, initargs=(lang, normalize)) as pool:
         return list(tqdm(pool.imap(_tokenize, lines, chunksize=256), total=len(lines), desc=desc, mininterval=2))
 
 
@@ -167,6 +181,9 @@ def get_parser():
     p.add_argument("--bpe-vocab-threshold", type=int, default=None, metavar="N",
                    help="subword-nmt --vocabulary-threshold: produce only subwords seen >= N times in that "
                         "language's BPE'd training data (default: no filter)")
+    p.add_argument("--normalize-punctuation", action="store_true",
+                   help="Moses punctuation normalization and non-printing-character removal before tokenizing "
+                   "(fairseq's WMT prepare scripts; the recipes turn it on for WMT data)")
     p.add_argument("--separate-dictionaries", action="store_true",
                    help="one dictionary per language (default: a joined dictionary, which --share-all-embeddings needs)")
     p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)))
@@ -199,7 +216,7 @@ def add_test_sets(args):
         if len(raw[src]) != len(raw[tgt]):
             sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
         for lang in (src, tgt):
-            tok = tokenize(raw[lang], lang, args.workers, f"tokenize {name}.{lang}")
+            tok = tokenize(raw[lang], lang, args.workers, f"tokenize {name}.{lang}", manifest.get("normalize_punctuation", False))
             if manifest.get("truecase"):
                 from sacremoses import MosesTruecaser
 
@@ -241,7 +258,8 @@ def main(args):
         raw = {lang: read_lines(prefix, lang, args.max_lines) for lang in (src, tgt)}
         if len(raw[src]) != len(raw[tgt]):
             sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
-        tok = {lang: tokenize(raw[lang], lang, args.workers, f"tokenize {split}.{lang}") for lang in (src, tgt)}
+        tok = {lang: tokenize(raw[lang], lang, args.workers, f"tokenize {split}.{lang}", args.normalize_punctuation)
+               for lang in (src, tgt)}
         if split == "train":
             tok[src], tok[tgt] = clean_pairs(tok[src], tok[tgt], args.max_len, args.max_ratio)
             if args.truecase:
@@ -291,6 +309,7 @@ def write_manifest(args):
         "truecase": bool(args.truecase), "bpe_merges": args.bpe_merges, "bpe_tool": args.bpe_tool,
         "bpe_vocab_threshold": args.bpe_vocab_threshold,
         "joined_dictionary": not args.separate_dictionaries,
+        "normalize_punctuation": bool(args.normalize_punctuation),
     }
     with open(os.path.join(args.destdir, "prepare.json"), "w") as f:
         json.dump(manifest, f, indent=2)
@@ -315,6 +334,7 @@ class TextPipeline:
             with open(manifest_path) as f:
                 manifest = json.load(f)
         self.tokenizer = MosesTokenizer(lang=lang)
+        self.normalizer = punctuation_normalizer(lang) if manifest.get("normalize_punctuation") else None
         self.truecaser = None
         if manifest.get("truecase"):
             from sacremoses import MosesTruecaser
@@ -328,6 +348,8 @@ class TextPipeline:
             self.bpe = BPE(f, vocab=vocab)
 
     def tokenize(self, line):
+        if self.normalizer is not None:
+            line = self.normalizer.normalize(line)
         tok = self.tokenizer.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
         return self.truecaser.truecase(tok, return_str=True) if self.truecaser is not None else tok
 

@@ -107,6 +107,7 @@ recipe_prepare() {
     local extra=()
     [[ -n "$BPE_THRESHOLD" ]] && extra+=(--bpe-vocab-threshold "$BPE_THRESHOLD")
     [[ "$TRUECASE" == 1 ]] && extra+=(--truecase)
+    [[ "$TASK" != multi30k_en_de ]] && extra+=(--normalize-punctuation)  # fairseq's and Edinburgh's WMT pipelines
     [[ -n "$max_lines" ]] && extra+=(--max-lines "$max_lines")
     BPE_MERGES="${merges_env:-$BPE_MERGES}"
     echo "| $TASK ($PAIR), $PAPER's preprocessing: $BPE_MERGES BPE merges -> $dest"
