@@ -50,7 +50,7 @@ def test_emelin_warmup_lr_and_batch():
         assert s["max_update"] == (300000 if d == 1024 else 150000)
         assert s["update_freq"] * 4 * s["max_tokens"] >= 25000 > (s["update_freq"] - 1) * 4 * s["max_tokens"]
         assert s["average"] == (16 if d == 1024 else 5) and s["save_interval_updates"] == 4000
-    assert settings.bpe_settings("wmt18_en_cs", "emelin") == dict(merges=89500, threshold=50, truecase=True, max_len=250)
+    assert settings.bpe_settings("wmt18_en_cs", "emelin") == dict(merges=89500, threshold=50, truecase=True, max_len=250, max_ratio=9.0)
     assert settings.bpe_settings("wmt17_en_ru", "emelin")["merges"] == 32000
 
 
@@ -68,6 +68,21 @@ def test_size_and_warmup_follow_the_model_flags_not_the_arch_name():
                           "--arch", "fusion_transformer", "--paper", "emelin", "--model-flags=--lexical-shortcuts"],
                          capture_output=True, text=True, check=True).stdout
     assert "--warmup-updates 6000" in out.replace("'", "")
+
+
+def test_length_ratio_cleaning_per_paper():
+    """fairseq's prepare scripts clean with a length ratio of 1.5 (Yang et al. A.1; Liu et al.'s En-De/En-Fr via
+    Ott et al. 2018); Moses' default 9 elsewhere."""
+    ratio = {(p, t): settings.bpe_settings(t, p)["max_ratio"] for p, t in
+             [("yang", "wmt14_en_de"), ("yang", "wmt17_zh_en"), ("liu", "wmt14_en_de"), ("liu", "wmt14_en_fr"),
+              ("liu", "wmt16_ro_en"), ("emelin", "wmt14_en_de"), ("dou", "wmt14_en_de")]}
+    assert ratio == {("yang", "wmt14_en_de"): 1.5, ("yang", "wmt17_zh_en"): 1.5, ("liu", "wmt14_en_de"): 1.5,
+                     ("liu", "wmt14_en_fr"): 1.5, ("liu", "wmt16_ro_en"): 9.0, ("emelin", "wmt14_en_de"): 9.0,
+                     ("dou", "wmt14_en_de"): 9.0}
+    out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "prepare", "--task",
+                          "wmt14_en_de", "--paper", "yang"], capture_output=True, text=True, check=True).stdout
+    assert "MAX_RATIO=1.5" in out
+    assert '--max-ratio "$MAX_RATIO"' in open(os.path.join(REPO, "recipes", "common", "recipe.sh")).read()
 
 
 def test_other_papers_settings():

@@ -113,7 +113,7 @@ recipe_prepare() {
     echo "| $TASK ($PAIR), $PAPER's preprocessing: $BPE_MERGES BPE merges -> $dest"
     tool fusion-prepare-text -s "$SRC" -t "$TGT" --trainpref "$raw/train" --validpref "$raw/$VALID" \
         --testpref "$(IFS=,; echo "${tests[*]}")" --destdir "$dest" --bpe-merges "$BPE_MERGES" \
-        --bpe-tool "$bpe_tool" --max-len "$MAX_LEN" --workers "$workers" "${extra[@]+"${extra[@]}"}"
+        --bpe-tool "$bpe_tool" --max-len "$MAX_LEN" --max-ratio "$MAX_RATIO" --workers "$workers" "${extra[@]+"${extra[@]}"}"
     echo "| prepared $dest (test sets: ${TESTS[*]} -> subsets test, test1, ...)"
 }
 

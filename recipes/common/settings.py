@@ -129,8 +129,9 @@ PAPERS = {
     ),
     "yang": dict(
         title="Yang et al. 2020 (sub-layer functionalities)",
-        # A.1: fairseq's prepare-wmt14en2de.sh: Moses tokens, joint BPE 40k, no lower-/true-casing
-        bpe={"default": dict(merges=40000)},
+        # A.1: fairseq's prepare-wmt14en2de.sh: Moses tokens, joint BPE 40k, no lower-/true-casing; its
+        # clean-corpus-n.perl keeps pairs with a length ratio up to 1.5 (-ratio 1.5)
+        bpe={"default": dict(merges=40000, max_ratio=1.5)},
         # 3 Models / A.1 / A.2: base 8 GPUs x 4096 tokens FP32, big 4 x 8192 FP16, warm-up 4k, beam 10,
         # model selected on validation loss
         train=dict(VASWANI, batch_tokens=32768, beam=10, lenpen=1.0, average=None, fp16={"base": False, "big": True}),
@@ -139,7 +140,10 @@ PAPERS = {
         title="Liu et al. 2021 (encoder layer fusion)",
         # A.1 Table 4 vocabularies: Ro-En 34,976 (Lee et al. 2018 data), En-De 32,768 (Ott et al. 2018: 32k BPE),
         # En-Fr 36,736 (Ott et al. 2018: 40k BPE)
-        bpe={"default": dict(merges=32000), "wmt16_ro_en": dict(merges=40000), "wmt14_en_fr": dict(merges=40000)},
+        # En-De / En-Fr follow Ott et al. 2018, i.e. fairseq's prepare scripts (length ratio 1.5)
+        # (Ro-En: Lee et al. 2018's preprocessed data, ratio not given: Moses' 9)
+        bpe={"default": dict(merges=32000, max_ratio=1.5), "wmt16_ro_en": dict(merges=40000, max_ratio=9.0),
+             "wmt14_en_fr": dict(merges=40000, max_ratio=1.5)},
         # Table 4: Ro-En base 16K tokens 60K steps dropout 0.3 beam 4 LP 1.0; En-De big 460K 30K 0.3 beam 5 LP 0.6;
         # En-Fr big 460K 80K 0.1 beam 5 LP 0.9; best validation perplexity checkpoint; lr 5e-4 (Ott et al. 2018);
         # "460K" read as Ott et al.'s 8 GPUs x 3584 tokens x update-freq 16 = 458,752 tokens
@@ -225,7 +229,8 @@ def check_paper(paper, task):
 def bpe_settings(task, paper):
     check_task(task)
     spec = check_paper(paper, task)["bpe"]
-    out = dict(merges=32000, threshold=None, truecase=False, max_len=250)
+    # max_ratio: Moses clean-corpus-n.perl's default 9 unless the paper's pipeline says otherwise
+    out = dict(merges=32000, threshold=None, truecase=False, max_len=250, max_ratio=9.0)
     out.update(spec.get("default", {}))
     out.update(spec.get(task, {}))
     return out
@@ -352,7 +357,7 @@ def main(argv=None):
             paper = a.paper or task["papers"][0]
             b = bpe_settings(a.task, paper)
             _emit(PAPER=paper, SRC=task["src"], TGT=task["tgt"], BPE_MERGES=b["merges"], BPE_THRESHOLD=b["threshold"],
-                  TRUECASE=int(b["truecase"]), MAX_LEN=b["max_len"], VALID_SET=task["valid"][0], VALID=task["valid"][1],
+                  TRUECASE=int(b["truecase"]), MAX_LEN=b["max_len"], MAX_RATIO=b["max_ratio"], VALID_SET=task["valid"][0], VALID=task["valid"][1],
                   TEST_SETS=[t or "" for t, _ in task["test"]], TESTS=[name for _, name in task["test"]],
                   LOCAL_DEFAULT=task.get("local_default", ""),
                   TRAIN_URLS=[u for u, _ in task["train"]], TRAIN_PATHS=[q for _, q in task["train"]])
