@@ -38,6 +38,33 @@ _TOKENIZER = None
 
 
 _NORMALIZER = None
+_SEGMENT = None
+CJK_LANGS = ("zh",)
+
+
+def chinese_segmenter(name):
+    """Word segmentation of Chinese before tokenizing: jieba (its default dictionary and HMM), or None."""
+    if name == "none":
+        return None
+    try:
+        import jieba
+    except ImportError:
+        sys.exit("fusion-prepare: Chinese text needs word segmentation: pip install jieba "
+                 "(or --zh-segmenter none for text that is already segmented)")
+    jieba.setLogLevel(60)
+    return lambda line: " ".join(w for w in jieba.cut(line) if w.strip())
+
+
+def check_segmented(lines, path_hint):
+    """Refuse Chinese that looks unsegmented (whitespace tokens averaging over 4 CJK characters)."""
+    import re
+
+    cjk = re.compile(r"[\u4e00-\u9fff]")
+    tokens = [t for line in lines[:2000] for t in line.split()]
+    chars = sum(len(cjk.findall(t)) for t in tokens)
+    if tokens and chars / len(tokens) > 4:
+        sys.exit(f"fusion-prepare: {path_hint} looks unsegmented ({chars / len(tokens):.1f} Chinese characters per "
+                 "whitespace token): use --zh-segmenter jieba (the default) or segment it first")
 
 
 def punctuation_normalizer(lang):
@@ -48,22 +75,29 @@ def punctuation_normalizer(lang):
     return MosesPunctNormalizer(lang=lang, pre_replace_unicode_punct=True, post_remove_control_chars=True)
 
 
-def _init_tokenizer(lang, normalize=False):
-    global _TOKENIZER, _NORMALIZER
+def _init_tokenizer(lang, normalize=False, segmenter="none"):
+    global _TOKENIZER, _NORMALIZER, _SEGMENT
     from sacremoses import MosesTokenizer
 
     _TOKENIZER = MosesTokenizer(lang=lang)
     _NORMALIZER = punctuation_normalizer(lang) if normalize else None
+    _SEGMENT = chinese_segmenter(segmenter) if lang in CJK_LANGS else None
 
 
 def _tokenize(line):
     if _NORMALIZER is not None:
         line = _NORMALIZER.normalize(line)
+    if _SEGMENT is not None:
+        line = _SEGMENT(line)
     return _TOKENIZER.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
 
 
-def tokenize(lines, lang, workers, desc, normalize=False):
-    with Pool(workers, initializer=_init_tokenizer, initargs=(lang, normalize)) as pool:
+def tokenize(lines, lang, workers, desc, normalize=False, segmenter="none"):
+    if lang in CJK_LANGS and segmenter == "none":
+        check_segmented(lines, f"the {lang} text ({desc})")
+    elif lang in CJK_LANGS:
+        chinese_segmenter(segmenter)  # a missing segmenter stops here, not in the worker processes
+    with Pool(workers, initializer=_init_tokenizer, initargs=(lang, normalize, segmenter)) as pool:
         return list(tqdm(pool.imap(_tokenize, lines, chunksize=256), total=len(lines), desc=desc, mininterval=2))
 
 
@@ -184,6 +218,9 @@ def get_parser():
     p.add_argument("--normalize-punctuation", action="store_true",
                    help="Moses punctuation normalization and non-printing-character removal before tokenizing "
                    "(fairseq's WMT prepare scripts; the recipes turn it on for WMT data)")
+    p.add_argument("--zh-segmenter", choices=["jieba", "none"], default="jieba",
+                   help="word segmentation of Chinese (zh) before tokenizing: jieba (default) or none for text that is "
+                   "already segmented (unsegmented text is refused)")
     p.add_argument("--separate-dictionaries", action="store_true",
                    help="one dictionary per language (default: a joined dictionary, which --share-all-embeddings needs)")
     p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)))
@@ -216,7 +253,8 @@ def add_test_sets(args):
         if len(raw[src]) != len(raw[tgt]):
             sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
         for lang in (src, tgt):
-            tok = tokenize(raw[lang], lang, args.workers, f"tokenize {name}.{lang}", manifest.get("normalize_punctuation", False))
+            tok = tokenize(raw[lang], lang, args.workers, f"tokenize {name}.{lang}", manifest.get("normalize_punctuation", False),
+                           manifest.get("zh_segmenter", "none"))
             if manifest.get("truecase"):
                 from sacremoses import MosesTruecaser
 
@@ -258,7 +296,8 @@ def main(args):
         raw = {lang: read_lines(prefix, lang, args.max_lines) for lang in (src, tgt)}
         if len(raw[src]) != len(raw[tgt]):
             sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
-        tok = {lang: tokenize(raw[lang], lang, args.workers, f"tokenize {split}.{lang}", args.normalize_punctuation)
+        tok = {lang: tokenize(raw[lang], lang, args.workers, f"tokenize {split}.{lang}", args.normalize_punctuation,
+                              args.zh_segmenter)
                for lang in (src, tgt)}
         if split == "train":
             tok[src], tok[tgt] = clean_pairs(tok[src], tok[tgt], args.max_len, args.max_ratio)
@@ -310,6 +349,7 @@ def write_manifest(args):
         "bpe_vocab_threshold": args.bpe_vocab_threshold,
         "joined_dictionary": not args.separate_dictionaries,
         "normalize_punctuation": bool(args.normalize_punctuation),
+        "zh_segmenter": args.zh_segmenter,
     }
     with open(os.path.join(args.destdir, "prepare.json"), "w") as f:
         json.dump(manifest, f, indent=2)
@@ -335,6 +375,7 @@ class TextPipeline:
                 manifest = json.load(f)
         self.tokenizer = MosesTokenizer(lang=lang)
         self.normalizer = punctuation_normalizer(lang) if manifest.get("normalize_punctuation") else None
+        self.segment = chinese_segmenter(manifest.get("zh_segmenter", "none")) if lang in CJK_LANGS else None
         self.truecaser = None
         if manifest.get("truecase"):
             from sacremoses import MosesTruecaser
@@ -350,6 +391,8 @@ class TextPipeline:
     def tokenize(self, line):
         if self.normalizer is not None:
             line = self.normalizer.normalize(line)
+        if self.segment is not None:
+            line = self.segment(line)
         tok = self.tokenizer.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
         return self.truecaser.truecase(tok, return_str=True) if self.truecaser is not None else tok
 
