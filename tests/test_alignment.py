@@ -97,12 +97,17 @@ def small_model(tmp_path_factory):
         with open(d / f"dict.{lang}.txt", "w") as f:
             for i in range(30):
                 f.write(f"w{i} {1000 - i}\n")
+    return tiny_model(d, "src", "tgt", "transformer_sem_tem_ifm", encoder_layers=2, decoder_layers=3)
+
+
+def tiny_model(dict_dir, src, tgt, arch, encoder_layers, decoder_layers):
+    """A d=16 model of ``arch`` over the dictionaries in ``dict_dir``, in eval mode, and its task."""
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, [
-        str(d), "--task", "translation", "-s", "src", "-t", "tgt", "--arch", "transformer_sem_tem_ifm",
+        str(dict_dir), "--task", "translation", "-s", src, "-t", tgt, "--arch", arch,
         "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
         "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
-        "--encoder-layers", "2", "--decoder-layers", "3", "--cpu",
+        "--encoder-layers", str(encoder_layers), "--decoder-layers", str(decoder_layers), "--cpu",
     ])
     task = tasks.setup_task(args)
     torch.manual_seed(0)
@@ -154,16 +159,7 @@ def en_de_model(tmp_path_factory):
     for lang, words in vocab.items():
         with open(d / f"dict.{lang}.txt", "w") as f:
             f.writelines(f"{w} {100 - i}\n" for i, w in enumerate(words + [f"x{i}" for i in range(10)]))
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        str(d), "--task", "translation", "-s", "en", "-t", "de", "--arch", "fusion_transformer",
-        "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
-        "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
-        "--encoder-layers", "1", "--decoder-layers", "2", "--cpu",
-    ])
-    task = tasks.setup_task(args)
-    torch.manual_seed(0)
-    return task.build_model(args).eval(), task
+    return tiny_model(d, "en", "de", "fusion_transformer", encoder_layers=1, decoder_layers=2)
 
 
 # Planted encoder attention of the En->De model, rows = decoder positions (inputs </s> das haus@@
