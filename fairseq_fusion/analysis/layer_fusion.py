@@ -53,6 +53,10 @@ def layer_attention_matrix(model):
     return matrix
 
 
+# the masking tool's translation setting (Liu et al.: beam 4; outputs up to 1.2 x source + 10 tokens)
+TRANSLATION_GENERATION = dict(beam=4, max_len_a=1.2, max_len_b=10)
+
+
 def generation_args(**overrides):
     """fairseq's generation options (``GenerationConfig`` defaults) as the namespace
     ``task.build_generator`` reads, with ``overrides`` (e.g. beam=4, lenpen=2.0, min_len=55)."""
@@ -76,7 +80,7 @@ def decode_split(model, task, split, gen_args=None, post_process="subword_nmt", 
     GPT-2 BPE), in sentence-id order. Only the texts are kept, batch by batch."""
     from fairseq import utils
 
-    generator = task.build_generator([model], gen_args or generation_args(beam=4, max_len_a=1.2, max_len_b=10))
+    generator = task.build_generator([model], gen_args or generation_args(**TRANSLATION_GENERATION))
     tgt_dict = task.target_dictionary
 
     def text(tokens):

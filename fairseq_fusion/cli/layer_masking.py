@@ -25,7 +25,7 @@ from fairseq.dataclass.configs import GenerationConfig
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from ..analysis.common import add_common_args, new_figure, write_outputs
-from ..analysis.layer_fusion import masking_sweep
+from ..analysis.layer_fusion import TRANSLATION_GENERATION, generation_args, masking_sweep
 from ..analysis.metrics import METRICS
 
 POST_PROCESS = ["subword_nmt", "sentencepiece", "wordpiece", "letter", "_EOW", "none"]
@@ -44,7 +44,7 @@ def get_parser():
     p.add_argument("--gpt2-vocab-bpe", default=None, help="with --bpe gpt2: the vocab.bpe file")
     gen = p.add_argument_group("generation (fairseq-generate's options)")
     gen_parser_from_dataclass(gen, GenerationConfig())
-    p.set_defaults(beam=4, max_len_a=1.2, max_len_b=10)  # the tool's translation setting (Liu et al.: beam 4)
+    p.set_defaults(**TRANSLATION_GENERATION)
     return p
 
 
@@ -67,8 +67,8 @@ def main(args):
     if args.metric not in METRICS:
         raise SystemExit(f"fusion-layer-masking: --metric {args.metric!r}: expected one of {sorted(METRICS)}")
     layers = [int(x) for x in args.layers.split(",")] if args.layers else None
-    gen_args = argparse.Namespace(**{f.name: getattr(args, f.name) for f in dataclasses.fields(GenerationConfig)
-                                     if hasattr(args, f.name)})
+    gen_args = generation_args(**{f.name: getattr(args, f.name) for f in dataclasses.fields(GenerationConfig)
+                                  if hasattr(args, f.name)})
     base, results = masking_sweep(
         args.path, args.data, args.split, layers, cpu=args.cpu, overrides=ast.literal_eval(args.model_overrides),
         metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=gpt2_bpe(args),
