@@ -9,8 +9,11 @@ Training pairs are cleaned (empty sides, over ``--max-len`` tokens, length ratio
 Optional, off by default: Moses truecasing (``--truecase``, a model per language trained on
 the tokenized training data) and subword-nmt's vocabulary filter (``--bpe-vocab-threshold``:
 only subwords seen that often in the language's BPE'd training text are produced, the rest
-is split further). ``DESTDIR/prepare.json`` records the settings, so that new text can be
-preprocessed the same way (``TextPipeline``).
+is split further), codes per language (``--separate-bpe``). ``DESTDIR/prepare.json`` records the
+settings, so that new text can be preprocessed the same way (``TextPipeline``).
+``--preprocessed`` binarizes data that its authors released already tokenized and BPE'd (Google's
+WMT16 En-De, Lee et al.'s WMT16 En-Ro), keeping their codes (``--bpe-codes``) and the raw test
+references (``--raw-testpref``).
 """
 import json
 import argparse
@@ -223,8 +226,27 @@ def get_parser():
                    "already segmented (unsegmented text is refused)")
     p.add_argument("--separate-dictionaries", action="store_true",
                    help="one dictionary per language (default: a joined dictionary, which --share-all-embeddings needs)")
+    p.add_argument("--separate-bpe", action="store_true",
+                   help="learn BPE codes per language (bpe.codes.SRC, bpe.codes.TGT; default: joint codes, as the papers)")
+    g = p.add_argument_group("already preprocessed data (e.g. Google's WMT16 En-De, Lee et al.'s WMT16 En-Ro)")
+    g.add_argument("--preprocessed", action="store_true",
+                   help="the --trainpref/--validpref/--testpref files are already tokenized and BPE'd: only binarize them")
+    g.add_argument("--bpe-codes", default=None, metavar="FILE",
+                   help="with --preprocessed: the release's BPE codes (subword-nmt format), kept so that new text "
+                   "(analyses, --add-test) is processed the same way (Moses tokens, these codes)")
+    g.add_argument("--raw-testpref", default=None, metavar="PREFIX[,PREFIX]",
+                   help="with --preprocessed: untokenized text of the test sets (same order and lines), "
+                   "the references sacreBLEU scores against")
+    g.add_argument("--nwords", type=int, default=None,
+                   help="with --preprocessed: keep this many dictionary entries (fairseq-preprocess --nwordssrc/--nwordstgt)")
     p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)))
     return p
+
+
+def codes_path(destdir, lang):
+    """BPE codes of ``lang`` in a folder: per-language codes (--separate-bpe) else the joint ``bpe.codes``."""
+    own = os.path.join(destdir, f"bpe.codes.{lang}")
+    return own if os.path.exists(own) else os.path.join(destdir, "bpe.codes")
 
 
 def add_test_sets(args):
@@ -234,7 +256,9 @@ def add_test_sets(args):
 
     src, tgt = args.source_lang, args.target_lang
     manifest_path = os.path.join(args.destdir, "prepare.json")
-    needed = [manifest_path, os.path.join(args.destdir, "bpe.codes")] + [os.path.join(args.destdir, f"dict.{l}.txt") for l in (src, tgt)]
+    needed = [manifest_path] + [os.path.join(args.destdir, f"dict.{l}.txt") for l in (src, tgt)]
+    if not args.preprocessed:
+        needed += [codes_path(args.destdir, l) for l in (src, tgt)]
     missing = [p for p in needed if not os.path.exists(p)]
     if missing:
         sys.exit(f"fusion-prepare: --add-test needs a --destdir written by fusion-prepare-text: {', '.join(missing)} not found")
@@ -244,7 +268,8 @@ def add_test_sets(args):
         sys.exit(f"fusion-prepare: {manifest_path} is {manifest['source_lang']}-{manifest['target_lang']}, not {src}-{tgt}")
     tok_dir = os.path.join(args.destdir, "tok")
     threshold = manifest.get("bpe_vocab_threshold")
-    for prefix in args.add_test.split(","):
+    raw_tests = args.raw_testpref.split(",") if args.raw_testpref else []
+    for i, prefix in enumerate(args.add_test.split(",")):
         k = 0
         while os.path.exists(os.path.join(tok_dir, f"{'test' if k == 0 else f'test{k}'}.bpe.{src}")):
             k += 1
@@ -253,6 +278,11 @@ def add_test_sets(args):
         if len(raw[src]) != len(raw[tgt]):
             sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
         for lang in (src, tgt):
+            if args.preprocessed:  # already BPE'd: binarized as it is; --raw-testpref: its untokenized text
+                write_lines(os.path.join(tok_dir, f"{name}.bpe.{lang}"), raw[lang])
+                if i < len(raw_tests):
+                    write_lines(os.path.join(tok_dir, f"{name}.raw.{lang}"), read_lines(raw_tests[i], lang, args.max_lines))
+                continue
             tok = tokenize(raw[lang], lang, args.workers, f"tokenize {name}.{lang}", manifest.get("normalize_punctuation", False),
                            manifest.get("zh_segmenter", "none"))
             if manifest.get("truecase"):
@@ -262,7 +292,7 @@ def add_test_sets(args):
             write_lines(os.path.join(tok_dir, f"{name}.{lang}"), tok)
             write_lines(os.path.join(tok_dir, f"{name}.raw.{lang}"), raw[lang])
             vocab = os.path.join(args.destdir, f"bpe.vocab.{lang}") if threshold else None
-            apply_bpe(os.path.join(args.destdir, "bpe.codes"), os.path.join(tok_dir, f"{name}.{lang}"),
+            apply_bpe(codes_path(args.destdir, lang), os.path.join(tok_dir, f"{name}.{lang}"),
                       os.path.join(tok_dir, f"{name}.bpe.{lang}"), manifest.get("bpe_tool", "subword-nmt"), vocab, threshold)
         with tempfile.TemporaryDirectory(dir=args.destdir) as tmp:
             cmd = [console_script("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
@@ -282,6 +312,11 @@ def main(args):
         return add_test_sets(args)
     if not args.trainpref or not args.validpref:
         sys.exit("fusion-prepare: --trainpref and --validpref are required (or --add-test to extend an existing --destdir)")
+    for flag in ("bpe_codes", "raw_testpref", "nwords"):
+        if getattr(args, flag) is not None and not args.preprocessed:
+            sys.exit(f"fusion-prepare: --{flag.replace('_', '-')} only goes with --preprocessed")
+    if args.preprocessed:
+        return binarize_preprocessed(args)
     os.makedirs(args.destdir, exist_ok=True)
     tok_dir = os.path.join(args.destdir, "tok")
     os.makedirs(tok_dir, exist_ok=True)
@@ -311,33 +346,73 @@ def main(args):
             write_lines(os.path.join(tok_dir, f"{split}.{lang}"), tok[lang])
             write_lines(os.path.join(tok_dir, f"{split}.raw.{lang}"), raw[lang])
 
-    codes = os.path.join(args.destdir, "bpe.codes")
-    print(f"| learning {args.bpe_merges} joint BPE merges", flush=True)
-    learn_bpe([os.path.join(tok_dir, f"train.{lang}") for lang in (src, tgt)], codes, args.bpe_merges)
+    codes = {lang: os.path.join(args.destdir, f"bpe.codes.{lang}" if args.separate_bpe else "bpe.codes") for lang in (src, tgt)}
+    if args.separate_bpe:
+        for lang in (src, tgt):
+            print(f"| learning {args.bpe_merges} BPE merges for {lang}", flush=True)
+            learn_bpe([os.path.join(tok_dir, f"train.{lang}")], codes[lang], args.bpe_merges)
+    else:
+        print(f"| learning {args.bpe_merges} joint BPE merges", flush=True)
+        learn_bpe([os.path.join(tok_dir, f"train.{lang}") for lang in (src, tgt)], codes[src], args.bpe_merges)
     vocabs = {lang: None for lang in (src, tgt)}
     if args.bpe_vocab_threshold is not None:  # subword-nmt README: BPE the training data, count, re-apply with the filter
         for lang in (src, tgt):
             bpe_train = os.path.join(tok_dir, f"train.bpe.{lang}")
-            apply_bpe(codes, os.path.join(tok_dir, f"train.{lang}"), bpe_train, args.bpe_tool)
+            apply_bpe(codes[lang], os.path.join(tok_dir, f"train.{lang}"), bpe_train, args.bpe_tool)
             vocabs[lang] = os.path.join(args.destdir, f"bpe.vocab.{lang}")
             write_vocab(vocabs[lang], count_vocab(bpe_train))
     for split, _ in splits:
         for lang in (src, tgt):
-            apply_bpe(codes, os.path.join(tok_dir, f"{split}.{lang}"), os.path.join(tok_dir, f"{split}.bpe.{lang}"),
+            apply_bpe(codes[lang], os.path.join(tok_dir, f"{split}.{lang}"), os.path.join(tok_dir, f"{split}.bpe.{lang}"),
                       args.bpe_tool, vocabs[lang], args.bpe_vocab_threshold)
     write_manifest(args)
+    binarize(args, os.path.join(tok_dir, "train.bpe"), os.path.join(tok_dir, "valid.bpe"),
+             [os.path.join(tok_dir, f"{s}.bpe") for s, _ in splits if s.startswith("test")])
 
+
+def binarize(args, train, valid, tests, extra=()):
     cmd = [
-        console_script("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
-        "--trainpref", os.path.join(tok_dir, "train.bpe"),
-        "--validpref", os.path.join(tok_dir, "valid.bpe"),
-        "--destdir", args.destdir, "--workers", str(args.workers),
-    ] + ([] if args.separate_dictionaries else ["--joined-dictionary"])
-    tests = [s for s, _ in splits if s.startswith("test")]
+        console_script("fairseq-preprocess"), "--source-lang", args.source_lang, "--target-lang", args.target_lang,
+        "--trainpref", train, "--validpref", valid, "--destdir", args.destdir, "--workers", str(args.workers),
+    ] + ([] if args.separate_dictionaries else ["--joined-dictionary"]) + list(extra)
     if tests:
-        cmd += ["--testpref", ",".join(os.path.join(tok_dir, f"{s}.bpe") for s in tests)]
+        cmd += ["--testpref", ",".join(tests)]
     print("| " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
+
+
+def binarize_preprocessed(args):
+    """--preprocessed: check the release's files, keep its codes and the raw test text, binarize."""
+    import shutil
+
+    src, tgt = args.source_lang, args.target_lang
+    tests = args.testpref.split(",") if args.testpref else []
+    raw_tests = args.raw_testpref.split(",") if args.raw_testpref else []
+    if raw_tests and len(raw_tests) != len(tests):
+        sys.exit(f"fusion-prepare: --raw-testpref names {len(raw_tests)} sets but --testpref {len(tests)}")
+    if args.bpe_codes and not os.path.isfile(args.bpe_codes):
+        sys.exit(f"fusion-prepare: --bpe-codes {args.bpe_codes}: no such file")
+    for prefix in [args.trainpref, args.validpref] + tests:
+        for lang in (src, tgt):
+            if not os.path.isfile(f"{prefix}.{lang}"):
+                sys.exit(f"fusion-prepare: --preprocessed expects plain-text {prefix}.{lang} (tokenized and BPE'd); not found")
+    os.makedirs(os.path.join(args.destdir, "tok"), exist_ok=True)
+    for i, prefix in enumerate(tests):
+        name = "test" if i == 0 else f"test{i}"
+        bpe = {lang: read_lines(prefix, lang) for lang in (src, tgt)}
+        for lang in (src, tgt):
+            write_lines(os.path.join(args.destdir, "tok", f"{name}.bpe.{lang}"), bpe[lang])
+            if raw_tests:
+                raw = read_lines(raw_tests[i], lang)
+                if len(raw) != len(bpe[lang]):
+                    sys.exit(f"fusion-prepare: --raw-testpref {raw_tests[i]}.{lang} has {len(raw)} lines but "
+                             f"{prefix}.{lang} has {len(bpe[lang])}")
+                write_lines(os.path.join(args.destdir, "tok", f"{name}.raw.{lang}"), raw)
+    if args.bpe_codes:
+        shutil.copyfile(args.bpe_codes, os.path.join(args.destdir, "bpe.codes"))
+    write_manifest(args)
+    extra = ["--nwordssrc", str(args.nwords), "--nwordstgt", str(args.nwords)] if args.nwords else []
+    binarize(args, args.trainpref, args.validpref, tests, extra)
 
 
 def write_manifest(args):
@@ -350,7 +425,11 @@ def write_manifest(args):
         "joined_dictionary": not args.separate_dictionaries,
         "normalize_punctuation": bool(args.normalize_punctuation),
         "zh_segmenter": args.zh_segmenter,
+        "separate_bpe": bool(args.separate_bpe),
     }
+    if args.preprocessed:  # the release's own pipeline: Moses tokens and its codes, if it gave them
+        manifest.update(preprocessed=True, bpe_codes=bool(args.bpe_codes), bpe_merges=None, truecase=False,
+                        normalize_punctuation=False, zh_segmenter="none", nwords=args.nwords)
     with open(os.path.join(args.destdir, "prepare.json"), "w") as f:
         json.dump(manifest, f, indent=2)
 
@@ -365,14 +444,18 @@ class TextPipeline:
         from sacremoses import MosesTokenizer
         from subword_nmt.apply_bpe import BPE, read_vocabulary
 
-        codes = os.path.join(destdir, "bpe.codes")
-        if not os.path.exists(codes):
-            raise FileNotFoundError(f"{codes} not found: expected a folder written by fusion-prepare-text")
+        codes = codes_path(destdir, lang)
         manifest_path = os.path.join(destdir, "prepare.json")
         manifest = {}
         if os.path.exists(manifest_path):
             with open(manifest_path) as f:
                 manifest = json.load(f)
+        if not os.path.exists(codes):
+            if manifest.get("preprocessed"):
+                raise FileNotFoundError(
+                    f"{destdir} was binarized from already-preprocessed text without its BPE codes (--bpe-codes), so raw "
+                    f"{lang} text cannot be processed like it: give tokenized, BPE'd input (e.g. --input-format bpe)")
+            raise FileNotFoundError(f"{codes} not found: expected a folder written by fusion-prepare-text")
         self.tokenizer = MosesTokenizer(lang=lang)
         self.normalizer = punctuation_normalizer(lang) if manifest.get("normalize_punctuation") else None
         self.segment = chinese_segmenter(manifest.get("zh_segmenter", "none")) if lang in CJK_LANGS else None

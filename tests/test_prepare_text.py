@@ -1,0 +1,146 @@
+"""fusion-prepare-text: truecasing, the vocabulary threshold, per-language BPE and already-preprocessed releases,
+each checked against an independent computation or hand-written expectations."""
+import json
+import os
+from collections import Counter
+
+import pytest
+from conftest import run_cli
+
+from fairseq_fusion import data_paths
+
+
+def write(folder, name, lines):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def test_truecasing_follows_moses_rules(tmp_path):
+    """Moses truecase.perl: a sentence-initial word takes its most frequent casing seen inside sentences;
+    elsewhere a known casing stays and an unknown one takes the best casing (expected tokens by hand)."""
+    raw = str(tmp_path / "raw")
+    en = ["The cat sat on the mat .", "A cat saw the dog .", "The dog and the cat met .", "Paris is in France .",
+          "We love Paris and the cat ."]
+    de = ["Die Katze sass auf der Matte .", "Eine Katze sah den Hund .", "Der Hund und die Katze trafen sich .",
+          "Paris liegt in Frankreich .", "Wir lieben Paris und die Katze ."]
+    for split in ("train", "valid"):
+        write(raw, f"{split}.en", en)
+        write(raw, f"{split}.de", de)
+    write(raw, "test.en", ["The Cat likes Paris .", "THE dog sat ."])
+    write(raw, "test.de", ["Die Katze mag Paris .", "DER Hund sass ."])
+    out = str(tmp_path / "data")
+    run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
+             "--testpref", f"{raw}/test", "--destdir", out, "--bpe-merges", "20", "--workers", "1", "--truecase"])
+    # "the" is lower-case inside sentences; "Cat"/"THE" are unseen casings -> "cat"/"the"; "Paris" is known
+    assert read(f"{out}/tok/test.en") == ["the cat likes Paris .", "the dog sat ."]
+    # German: "die" (3x inside) beats "Die"; "Katze" is only seen capitalized
+    assert read(f"{out}/tok/test.de") == ["die Katze mag Paris .", "der Hund sass ."]
+    assert read(f"{out}/tok/train.en")[0] == "the cat sat on the mat ."
+    from fairseq_fusion.cli.prepare_text import TextPipeline
+
+    assert TextPipeline(out, "en").tokenize("The Cat likes Paris.") == "the cat likes Paris ."
+
+
+def test_vocabulary_threshold_splits_rare_subwords(tmp_path):
+    """--bpe-vocab-threshold N (subword-nmt --vocabulary-threshold): every produced subword was seen >= N times in
+    that language's BPE'd training text (recounted here with subword-nmt directly) or cannot be split further."""
+    from subword_nmt.apply_bpe import BPE
+
+    src = data_paths.data_path("multi30k")
+    common = ["-s", "en", "-t", "de", "--trainpref", os.path.join(src, "train"), "--validpref", os.path.join(src, "val"),
+              "--testpref", os.path.join(src, "test_2016_flickr"), "--max-lines", "300", "--bpe-merges", "300", "--workers", "1"]
+    plain, filtered = str(tmp_path / "plain"), str(tmp_path / "filtered")
+    run_cli(["fusion-prepare-text", *common, "--destdir", plain])
+    run_cli(["fusion-prepare-text", *common, "--destdir", filtered, "--bpe-vocab-threshold", "5"])
+    changed = 0
+    for lang in ("en", "de"):
+        with open(os.path.join(filtered, "bpe.codes"), encoding="utf-8") as f:
+            bpe = BPE(f)
+        counts = Counter(t for line in read(f"{filtered}/tok/train.{lang}") for t in bpe.process_line(line).split())
+        test = read(f"{filtered}/tok/test.bpe.{lang}")
+        for tok in (t for line in test for t in line.split()):
+            assert counts[tok] >= 5 or len(tok.replace("@@", "")) == 1, (lang, tok, counts[tok])
+        # the same words, only split differently
+        assert [line.replace("@@ ", "") for line in test] == read(f"{filtered}/tok/test.{lang}")
+        changed += sum(a != b for a, b in zip(test, read(f"{plain}/tok/test.bpe.{lang}")))
+    assert changed > 0  # the filter made a difference on this data
+
+
+def test_separate_bpe_codes_per_language(tmp_path):
+    """--separate-bpe: codes learned on each language alone, applied to that language (checked with subword-nmt)."""
+    from subword_nmt.apply_bpe import BPE
+
+    from fairseq_fusion.cli.prepare_text import TextPipeline
+
+    src = data_paths.data_path("multi30k")
+    out = str(tmp_path / "sep")
+    run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", os.path.join(src, "train"),
+             "--validpref", os.path.join(src, "val"), "--testpref", os.path.join(src, "test_2016_flickr"), "--destdir", out,
+             "--max-lines", "200", "--bpe-merges", "150", "--workers", "1", "--separate-bpe", "--separate-dictionaries"])
+    assert not os.path.exists(os.path.join(out, "bpe.codes"))
+    codes = {lang: read(os.path.join(out, f"bpe.codes.{lang}"))[1:] for lang in ("en", "de")}
+    assert codes["en"] != codes["de"] and len(codes["en"]) == 150
+    # every merge of a language's codes joins symbols of that language's training text
+    for lang in ("en", "de"):
+        chars = set("".join(read(f"{out}/tok/train.{lang}")))
+        assert all(set(m.replace(" ", "").replace("</w>", "")) <= chars for m in codes[lang])
+        with open(os.path.join(out, f"bpe.codes.{lang}"), encoding="utf-8") as f:
+            bpe = BPE(f)
+        assert read(f"{out}/tok/test.bpe.{lang}") == [bpe.process_line(line) for line in read(f"{out}/tok/test.{lang}")]
+        raw = read(f"{out}/tok/test.raw.{lang}")[0]
+        assert TextPipeline(out, lang)(raw) == read(f"{out}/tok/test.bpe.{lang}")[0]
+    with open(os.path.join(out, "prepare.json")) as f:
+        assert json.load(f)["separate_bpe"] is True
+
+
+def test_preprocessed_release_is_binarized_as_it_is(tmp_path):
+    """--preprocessed: a release that is already tokenized and BPE'd (laid out as Google's WMT16 En-De) gives the
+    same dictionaries and binarized data as our own pipeline on the same BPE text; its codes serve new text;
+    --nwords caps the dictionary as fairseq's scaling_nmt does."""
+    import filecmp
+
+    from fairseq.data import Dictionary
+
+    from fairseq_fusion.cli.prepare_text import TextPipeline
+
+    src = data_paths.data_path("multi30k")
+    ours = str(tmp_path / "ours")
+    run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", os.path.join(src, "train"),
+             "--validpref", os.path.join(src, "val"), "--testpref", os.path.join(src, "test_2016_flickr"), "--destdir", ours,
+             "--max-lines", "200", "--bpe-merges", "150", "--workers", "1"])
+    release = tmp_path / "wmt16_en_de"  # Google's file names
+    for split, name in (("train", "train.tok.clean.bpe.32000"), ("valid", "newstest2013.tok.bpe.32000"),
+                        ("test", "newstest2014.tok.bpe.32000")):
+        for lang in ("en", "de"):
+            write(str(release), f"{name}.{lang}", read(f"{ours}/tok/{split}.bpe.{lang}"))
+            write(str(release), f"newstest2014.{lang}", read(f"{ours}/tok/test.raw.{lang}"))
+    (release / "bpe.32000").write_text(open(os.path.join(ours, "bpe.codes"), encoding="utf-8").read(), encoding="utf-8")
+    out = str(tmp_path / "pre")
+    base = ["fusion-prepare-text", "--preprocessed", "-s", "en", "-t", "de", "--trainpref", f"{release}/train.tok.clean.bpe.32000",
+            "--validpref", f"{release}/newstest2013.tok.bpe.32000", "--testpref", f"{release}/newstest2014.tok.bpe.32000",
+            "--workers", "1"]
+    run_cli(base + ["--destdir", out, "--bpe-codes", f"{release}/bpe.32000", "--raw-testpref", f"{release}/newstest2014"])
+    for name in ("dict.en.txt", "dict.de.txt", "train.en-de.en.bin", "test.en-de.de.bin", "valid.en-de.de.idx"):
+        assert filecmp.cmp(os.path.join(ours, name), os.path.join(out, name), shallow=False), name
+    assert read(f"{out}/tok/test.raw.de") == read(f"{ours}/tok/test.raw.de")  # the references evaluate.sh scores against
+    assert TextPipeline(out, "en")(read(f"{ours}/tok/test.raw.en")[3]) == read(f"{ours}/tok/test.bpe.en")[3]
+
+    capped = str(tmp_path / "capped")
+    run_cli(base + ["--destdir", capped, "--nwords", "64"])
+    full, small = Dictionary.load(os.path.join(out, "dict.en.txt")), Dictionary.load(os.path.join(capped, "dict.en.txt"))
+    assert len(small) == 64 and len(full) > 64
+    assert [small[i] for i in range(4, 60)] == [full[i] for i in range(4, 60)]  # the most frequent entries kept
+    with pytest.raises(FileNotFoundError, match="without its BPE codes"):
+        TextPipeline(capped, "en")
+
+    proc = run_cli(base[:-2] + ["--testpref", f"{release}/newstest2015.tok.bpe.32000", "--destdir", str(tmp_path / "x")], check=False)
+    assert proc.returncode != 0 and "newstest2015.tok.bpe.32000.en (tokenized and BPE'd); not found" in proc.stderr
+    proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", "a", "--validpref", "b", "--destdir", "c",
+                    "--nwords", "8"], check=False)
+    assert proc.returncode != 0 and "--nwords only goes with --preprocessed" in proc.stderr
