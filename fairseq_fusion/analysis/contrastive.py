@@ -1,25 +1,27 @@
 """Contrastive evaluation: does the model score the correct translation above minimally wrong ones?
 
-Protocol of LingEval97 (Sennrich 2017) and ContraWSD (Rios et al. 2017), used by Xu et al. 2020
-(subject-verb agreement by distance, Fig. 4) and Emelin et al. 2019 (word sense disambiguation):
-the model scores a translation by its log-probability given the source,
+The model scores a translation by its log-probability given the source,
 ``score(y | x) = sum_j log P(y_j | y_<j, x)`` (natural log, EOS included, the distribution of
-``model.get_normalized_probs``, so output-fusion techniques are scored as they translate), and
-an item is right when its reference scores strictly higher than every contrastive variant.
+``model.get_normalized_probs``, so output-fusion techniques are scored as they translate).
+How scores become accuracies is the protocol (``contrastive_protocols``): LingEval97's pairwise
+count per error type (rsennrich/lingeval97 ``evaluate.py``) or ContraWSD's "reference beats every
+variant" per item (ZurichNLP/ContraWSD ``evaluate.py``).
 
-Suite formats:
+Scoring suite formats (``read_suite``):
 
 - line-aligned (DistilLingEval, Vamvas & Sennrich 2021): a folder with ``src.<SRC>``,
   ``tgt.correct.<TGT>`` and ``tgt.incorrect.<TGT>`` (``.gz`` allowed); line i of the three files
-  is one item; the category is the folder's name.
-- ContraWSD JSON: a list of ``{"source", "reference", "errors": [{"contrastive", "type", ...}], ...}``;
-  the category is the errors' ``type``; ``"ambig word"`` (ContraWSD/MuCoW) gives a per-word
-  breakdown; an error's ``"distance"`` (LingEval97) a per-distance breakdown (pairwise there:
-  reference vs. that contrastive).
+  is one item; the error type is the folder's name.
+- JSON (LingEval97, ContraWSD, MuCoW scoring): a list of ``{"source", "reference", "errors":
+  [{"contrastive", "type", "distance"?, "frequency"?}], "ambig word"?, "sense"?, ...}``.
+
+Translation suites (ContraWSD WMT18, MuCoW translation) have no contrastive variants; they are
+read and checked by ``contrastive_translate`` (``fusion-contrastive-translate``).
 """
 import gzip
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -38,7 +40,14 @@ class Item:
     category: str
     where: str  # file:line of the item
     word: Optional[str] = None  # ContraWSD's ambiguous word
-    distances: List[Optional[int]] = field(default_factory=list)
+    distances: List[Optional[int]] = field(default_factory=list)  # per contrastive (LingEval97)
+    types: List[str] = field(default_factory=list)  # error type per contrastive
+    frequencies: List[Optional[int]] = field(default_factory=list)  # per contrastive (LingEval97)
+    sense: Optional[str] = None  # ContraWSD's sense of the reference
+    sense_frequency: Optional[int] = None  # ContraWSD's "frequency of sense/ambig word in ..." (absolute)
+
+    def __post_init__(self):
+        self.types = self.types or [self.category] * len(self.contrastive)
 
 
 def _open(path):
@@ -130,21 +139,44 @@ def _contrawsd_item(entry, where, fail):
     for e in errors:
         if not isinstance(e, dict) or not isinstance(e.get("contrastive"), str) or not e["contrastive"].strip():
             fail(f"an entry of 'errors' has no (non-empty) 'contrastive'; {schema}")
-    types = sorted({str(e.get("type", "contrastive")) for e in errors})
+    types = [str(e.get("type", "contrastive")) for e in errors]
     distances = [e.get("distance") for e in errors]
-    for d in distances:
-        if d is not None and not isinstance(d, int):
-            fail(f"'distance' must be an integer, got {d!r}")
-    return Item(entry["source"], entry["reference"], [e["contrastive"] for e in errors], "+".join(types), where,
-                entry.get("ambig word"), distances)
+    frequencies = [e.get("frequency") for e in errors]
+    for key, values in (("distance", distances), ("frequency", frequencies)):
+        for v in values:
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+                fail(f"an entry of 'errors' has a non-integer {key!r}: {v!r}")
+    word, sense = entry.get("ambig word"), entry.get("sense")
+    category = f"{word}:{sense}" if word is not None and sense is not None else "+".join(sorted(set(types)))
+    return Item(entry["source"], entry["reference"], [e["contrastive"] for e in errors], category, where,
+                word, distances, types, frequencies, sense, _sense_frequency(entry, fail))
+
+
+def _sense_frequency(entry, fail):
+    """ContraWSD's "frequency of sense/ambig word in <corpus>": "ABS/TOTAL" -> ABS (its evaluate.py bins ABS)."""
+    keys = [k for k in entry if k.startswith("frequency of sense/ambig word")]
+    if not keys:
+        return None
+    value = str(entry[keys[0]])
+    if not re.fullmatch(r"\d+/\d+", value):
+        fail(f"{keys[0]!r} must be 'ABS/TOTAL', got {value!r}")
+    return int(value.split("/")[0])
 
 
 def read_suite(path: str, src_lang: str, tgt_lang: str) -> List[Item]:
+    """Items of a scoring suite: a line-aligned folder or a LingEval97/ContraWSD/MuCoW JSON file."""
     if os.path.isdir(path):
+        from .contrastive_translate import translation_suite_format
+
+        kind = translation_suite_format(path)
+        if kind is not None:
+            raise SuiteFormatError(f"{path}: a {kind} translation test suite (sources and references, no contrastive "
+                                   f"variants): check translations with fusion-contrastive-translate --suite {path}")
         return read_line_aligned(path, src_lang, tgt_lang)
     if path.endswith(".json") or path.endswith(".json.gz"):
         return read_contrawsd_json(path)
-    raise SuiteFormatError(f"{path}: expected a line-aligned suite folder or a ContraWSD .json file")
+    raise SuiteFormatError(f"{path}: expected a line-aligned suite folder (src.SRC, tgt.correct.TGT, tgt.incorrect.TGT) "
+                           f"or a .json file (LingEval97/ContraWSD format)")
 
 
 # ------------------------------------------------------------------------------------- scoring
@@ -185,56 +217,3 @@ class Scorer:
                     pos = hypos[i][0]["positional_scores"].float()
                     out[sid] = (pos.sum().item(), pos.numel())
         return out
-
-
-def evaluate(items: List[Item], scores: Dict[tuple, tuple], normalize: bool = False) -> dict:
-    """Accuracy overall, per category, per ambiguous word and per distance from the pairs' scores."""
-
-    def value(src, tgt):
-        total, n = scores[(src, tgt)]
-        return total / n if normalize else total
-
-    rows, cats, words, dist = [], {}, {}, {}
-    for it in items:
-        ref = value(it.source, it.reference)
-        con = [value(it.source, c) for c in it.contrastive]
-        ok = all(ref > c for c in con)
-        rows.append({"where": it.where, "category": it.category, "reference_score": ref, "contrastive_scores": con, "correct": ok})
-        cats.setdefault(it.category, []).append(ok)
-        if it.word is not None:
-            words.setdefault(it.word, []).append(ok)
-        for c, d in zip(con, it.distances or []):
-            if d is not None:
-                dist.setdefault(d, []).append(ref > c)
-
-    def acc(xs):
-        return {"accuracy": sum(xs) / len(xs), "correct": sum(xs), "total": len(xs)}
-
-    result = {
-        "score": "mean log-prob per token" if normalize else "sum of log-probs (nats)",
-        "overall": acc([r["correct"] for r in rows]),
-        "by_category": {k: acc(v) for k, v in sorted(cats.items())},
-        "items": rows,
-    }
-    if words:
-        result["by_word"] = {k: acc(v) for k, v in sorted(words.items())}
-    if dist:
-        result["by_distance"] = {str(k): acc(v) for k, v in sorted(dist.items())}
-    return result
-
-
-def plot(result: dict):
-    from .common import new_figure
-
-    panels = [("by_category", "category")] + ([("by_distance", "distance")] if "by_distance" in result else [])
-    fig, axes = new_figure(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
-    for ax, (key, label) in zip(axes[0], panels):
-        names = list(result[key])
-        ax.bar(range(len(names)), [100 * result[key][n]["accuracy"] for n in names])
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels([f"{n}\n(n={result[key][n]['total']})" for n in names], rotation=30 if key == "by_category" else 0,
-                           ha="right" if key == "by_category" else "center", fontsize=7)
-        ax.set_ylabel("accuracy (%)")
-        ax.set_ylim(0, 100)
-        ax.set_xlabel(label)
-    return fig
