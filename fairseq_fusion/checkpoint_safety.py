@@ -3,8 +3,9 @@
 
 torch >= 2.6 unpickles checkpoints with ``weights_only=True`` by default; fairseq
 checkpoints contain an ``argparse.Namespace`` (legacy ``args`` and ``cfg.model``) and,
-when states are broadcast for a distributed resume, omegaconf containers. We add exactly
-those classes to torch's safe globals; nothing switches unsafe loading on globally.
+when states are broadcast for a distributed resume, omegaconf containers; with ``--eval-bleu``
+the saved meters hold numpy arrays (BLEU n-gram counts). We add exactly those classes to torch's
+safe globals; nothing switches unsafe loading on globally.
 """
 import argparse
 import collections
@@ -27,7 +28,19 @@ def fairseq_checkpoint_globals():
         ]
     except ImportError:  # omegaconf comes with fairseq; without it there is nothing to add
         pass
-    return classes
+    return classes + numpy_array_globals()
+
+
+def numpy_array_globals():
+    """What pickles a numpy array: ndarray, dtype (and its per-type classes) and the reconstruct function."""
+    import numpy as np
+
+    try:
+        from numpy._core.multiarray import _reconstruct  # numpy >= 2
+    except ImportError:
+        from numpy.core.multiarray import _reconstruct
+    dtypes = [type(np.dtype(t)) for t in ("int64", "int32", "float64", "float32", "bool")]
+    return [_reconstruct, np.ndarray, np.dtype] + dtypes
 
 
 def allow_fairseq_checkpoint_globals():

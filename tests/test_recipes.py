@@ -27,15 +27,19 @@ def test_every_task_of_the_issue_has_a_recipe():
 
 @pytest.mark.parametrize("arch", FUSION_ARCHS)
 def test_every_arch_trains_with_its_papers_settings(arch):
-    """Each registered arch maps to a paper that trains on some task; criterion = the arch's default."""
-    if arch.startswith("fusion_transformer"):
-        assert settings.paper_of(arch, "wmt14_en_de") == "emelin"  # baselines: the task's first paper
-        return
-    paper = settings.paper_of(arch)  # raises for an arch of no paper
+    """Each registered arch maps to a paper that trains on some task, and fairseq parses the command the recipe
+    builds for it; Dou's diversity regularizer trains with its criterion, Yang's base models in FP32 (A.1)."""
+    from fairseq import options
+
+    paper = settings.paper_of(arch, "wmt14_en_de")  # raises for an arch of no paper (baselines: the task's first paper)
     task = next(t for t, spec in settings.TASKS.items() if paper in spec["papers"])
     s = settings.train_settings(task, arch, n_gpus=8)
-    assert s["criterion"] == fusion_options.default_criterion(arch)
-    assert s["fp16"] == (s["size"] == "big" or paper != "yang")
+    parsed = options.parse_args_and_arch(options.get_training_parser(), ["data", "--user-dir", os.path.join(REPO, "fairseq_fusion"),
+                                                                          *settings.train_command_args(s, n_gpus=8)])
+    diversity = arch == "transformer_hierarchical_aggregation_big"  # Dou et al. Table 2's "+ Ldiversity" model
+    assert parsed.criterion == ("label_smoothed_cross_entropy_with_diversity" if diversity else "label_smoothed_cross_entropy")
+    assert parsed.label_smoothing == 0.1
+    assert parsed.fp16 == (not (paper == "yang" and s["size"] == "base"))
 
 
 def test_emelin_warmup_lr_and_batch():
@@ -116,11 +120,33 @@ def test_other_papers_settings():
     assert "--fp16" in args and args[args.index("--update-freq") + 1] == "16" and "--ddp-backend" in args
 
 
-def test_readme_table_lists_every_paper_and_task():
-    table = settings.readme_table()
-    for paper in ("emelin", "dou", "xu", "yang", "liu"):
-        for task in (t for t, s in settings.TASKS.items() if paper in s["papers"]):
-            assert f"| {paper} | {task} |" in table
+def test_readme_shows_the_current_settings_table():
+    """recipes/README.md carries the table settings.py prints (regenerate it after changing a setting)."""
+    with open(os.path.join(REPO, "recipes", "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert settings.readme_table() in readme
+
+
+def test_data_per_paper():
+    """Dev/test sets, direction and corpora as the papers name them; the headline test set is subset test."""
+    d = settings.data_settings
+    assert d("wmt14_en_fr", "liu")["valid_name"] == "newstest2012+newstest2013"  # Liu et al. A.1
+    assert d("wmt14_en_fr", "xu")["valid_name"] == "newstest2013"
+    assert (d("wmt17_zh_en", "yang")["src"], d("wmt17_zh_en", "dou")["src"]) == ("en", "zh")  # Yang En->Zh, Dou Zh->En
+    for task in ("wmt18_en_cs", "wmt18_en_fi"):  # Emelin et al. Table 2: newstest2015 and 2018, the WMT18 one first
+        assert [n for _, n in d(task, "emelin")["test"]] == ["newstest2018", "newstest2015"]
+    assert [n for _, n in d("wmt14_en_de", "emelin")["test"]] == [f"newstest{y}" for y in range(2014, 2019)]  # Table 1
+    assert [n for _, n in d("wmt17_en_ru", "emelin")["test"]] == ["newstest2017", "newstest2018"]
+    assert d("wmt14_en_de", "liu")["preprocessed"]["nwords"] == 32768  # Table 4's En-De vocabulary
+    assert d("wmt16_ro_en", "liu")["preprocessed"]["train"] == "train/corpus.bpe"  # the authors' README
+    assert d("wmt14_en_de", "emelin")["preprocessed"] is None
+    urls = {t: " ".join(u for u, _ in settings.TASKS[t]["train"]) for t in settings.TASKS}
+    assert "OPUS-UNPC/v1.0/moses/en-zh" in urls["wmt17_zh_en"] and "OPUS-UNPC/v1.0/moses/en-ru" in urls["wmt17_en_ru"]
+    assert "paracrawl-release1.en-cs" in urls["wmt18_en_cs"] and "paracrawl-release1.en-fi" in urls["wmt18_en_fi"]
+    assert any("CWMT" in name for name, _ in settings.TASKS["wmt17_zh_en"]["registration"])
+    out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "prepare", "--task",
+                          "wmt17_zh_en", "--paper", "yang"], capture_output=True, text=True, check=True).stdout
+    assert "SRC=en\nTGT=zh" in out and "CWMT" in out
 
 
 def run_recipe(task, step, *args, env=None, check=True):
@@ -178,3 +204,109 @@ def test_multi30k_recipe_end_to_end(tmp_path):
     refs = (data / "tok" / "test.raw.de").read_text(encoding="utf-8").splitlines()
     assert result["sacrebleu"]["score"] == pytest.approx(sacrebleu.corpus_bleu(detok, [refs]).score, abs=1e-9)
     assert "beam 5, length penalty 1.0" in stdout
+
+
+def test_prepare_joins_dev_parts_and_extra_corpora(tmp_path):
+    """Liu's En-Fr dev set is newstest2012+2013 (A.1): --local parts are concatenated; --extra-train adds a corpus
+    (registration-only ones) to the training data; the further test sets are optional."""
+    from fairseq.data import data_utils
+
+    local, extra = tmp_path / "local", tmp_path / "yandex"
+    local.mkdir()
+    sizes = {"train": 40, "newstest2012": 7, "newstest2013": 5, "newstest2014": 6}
+    for name, n in sizes.items():
+        for lang in ("en", "fr"):
+            (local / f"{name}.{lang}").write_text("".join(f"{name} line {i} of {lang} .\n" for i in range(n)))
+    for lang in ("en", "fr"):
+        (tmp_path / f"yandex.{lang}").write_text("".join(f"extra pair {i} in {lang} .\n" for i in range(9)))
+    proc = run_recipe("wmt14_en_fr", "prepare", "--paper", "liu", "--local", str(local), "--extra-train", str(extra),
+                      "--work", str(tmp_path / "w"), "--workers", "1", env={"BPE_MERGES": "30"})
+    data = tmp_path / "w" / "data-liu.en-fr"
+
+    def lines(split):
+        return len(data_utils.load_indexed_dataset(str(data / f"{split}.en-fr.fr"), None))
+
+    assert (lines("valid"), lines("train"), lines("test")) == (7 + 5, 40 + 9, 6)
+    assert "newstest2012+newstest2013" in proc.stdout
+    proc = run_recipe("wmt14_en_fr", "prepare", "--paper", "liu", "--local", str(tmp_path / "none"), "--work", str(tmp_path / "v"),
+                      check=False)
+    assert proc.returncode != 0 and "no such folder" in proc.stderr
+
+
+def test_prepare_of_a_preprocessed_release_names_what_it_expects(tmp_path):
+    """Liu et al. trained Ro-En on Lee et al.'s release: prepare.sh asks for it by its files, and refuses
+    --preprocessed where the paper used raw data."""
+    empty = tmp_path / "release"
+    empty.mkdir()
+    proc = run_recipe("wmt16_ro_en", "prepare", "--paper", "liu", "--preprocessed", str(empty), "--work", str(tmp_path / "w"),
+                      check=False)
+    assert proc.returncode != 0 and "no train/corpus.bpe.ro in it" in proc.stderr and "dev/dev.bpe" in proc.stderr
+    proc = run_recipe("wmt14_en_de", "prepare", "--paper", "emelin", "--preprocessed", str(empty), "--work", str(tmp_path / "w"),
+                      check=False)
+    assert proc.returncode != 0 and "emelin trained wmt14_en_de on raw data" in proc.stderr
+    proc = run_recipe("wmt16_ro_en", "prepare", "--paper", "liu", "--local", str(empty), "--work", str(tmp_path / "w"), check=False)
+    assert proc.returncode != 0 and "--local/--extra-train need --from-raw" in proc.stderr
+
+
+def test_two_stage_training_with_validation_bleu(tmp_path):
+    """train.sh --two-stage (Dou et al. 4.1): the vanilla model first, then ARCH from its last checkpoint; with
+    --eval-bleu the log has validation BLEU, which fusion-training-curve plots."""
+    from fairseq import checkpoint_utils
+
+    env = {"WORK": str(tmp_path), "BPE_MERGES": "200", "MAX_UPDATE": "2",
+           "EXTRA_ARGS": "--encoder-embed-dim 32 --decoder-embed-dim 32 --encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 "
+                         "--num-workers 0 --eval-bleu-args {\"beam\":1,\"max_len_a\":0,\"max_len_b\":6}"}
+    run_recipe("multi30k_en_de", "prepare", "--max-lines", "120", "--workers", "1", env=env)
+    proc = run_recipe("multi30k_en_de", "train", "transformer_hierarchical_aggregation", "--paper", "multi30k", "--two-stage",
+                      "--eval-bleu", env=env)
+    vanilla = tmp_path / "checkpoints" / "fusion_transformer.multi30k.en-de"
+    stage2 = tmp_path / "checkpoints" / "transformer_hierarchical_aggregation.multi30k.en-de"
+    assert "stage 1: the vanilla fusion_transformer" in proc.stdout
+    assert f"--init-from-vanilla {vanilla}/checkpoint_last.pt" in (stage2 / "command.txt").read_text()
+    assert "freshly initialized" in (stage2 / "train.log").read_text()
+    # the aggregation model starts from the vanilla one: two warm-up updates moved the shared weights only a little
+    v = checkpoint_utils.load_checkpoint_to_cpu(str(vanilla / "checkpoint_last.pt"))["model"]
+    last = checkpoint_utils.load_checkpoint_to_cpu(str(stage2 / "checkpoint_last.pt"))["model"]
+    name = "encoder.layers.0.fc1.weight"
+    assert (last[name] - v[name]).abs().max() < 1e-3 < 0.05 < v[name].abs().max()
+    assert set(last) > set(v)  # plus the aggregation's own parameters
+    log = str(stage2 / "train.log")
+    valid_lines = [line for line in open(log, encoding="utf-8") if "valid on 'valid' subset" in line]
+    assert valid_lines and all("| bleu " in line for line in valid_lines)
+    out = str(tmp_path / "curve")
+    subprocess.run([os.path.join(os.path.dirname(sys.executable), "fusion-training-curve"), f"{log}=hier", f"{vanilla}/train.log",
+                    "--out", out], check=True, capture_output=True)
+    result = json.load(open(out + ".json"))
+    assert set(result["curves"]) == {"hier", vanilla.name} and os.path.exists(out + ".png")
+    logged = [float(line.split("| bleu ")[1].split()[0]) for line in valid_lines]
+    assert [p["bleu"] for p in result["curves"]["hier"]] == logged
+
+    # a second run reuses the trained vanilla model
+    proc = run_recipe("multi30k_en_de", "train", "transformer_hierarchical_aggregation", "--paper", "multi30k", "--two-stage", env=env)
+    assert "stage 1: reusing" in proc.stdout
+
+
+def test_training_curve_reads_simple_and_json_logs(tmp_path):
+    """Validation points from both of fairseq's log formats (lines as fairseq-train writes them); other lines skipped."""
+    from fairseq_fusion.cli import training_curve
+
+    simple = tmp_path / "simple.log"
+    simple.write_text(
+        "2026-01-01 10:00:00 | INFO | train_inner | epoch 001:    100 / 500 loss=9.1, nll_loss=9.0, ppl=512, num_updates=100\n"
+        "2026-01-01 10:01:00 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 7.5 | nll_loss 7.1 | ppl 137.2 | "
+        "bleu 3.41 | wps 1000 | wpb 2000 | bsz 60 | num_updates 500\n"
+        "2026-01-01 10:02:00 | INFO | valid | epoch 002 | valid on 'test' subset | loss 7.0 | nll_loss 6.8 | ppl 111 | num_updates 1000\n"
+        "2026-01-01 10:02:00 | INFO | valid | epoch 002 | valid on 'valid' subset | loss 6.2 | nll_loss 5.9 | ppl 59.7 | "
+        "bleu 8.05 | num_updates 1000 | best_loss 6.2\n")
+    js = tmp_path / "json.log"
+    js.write_text('2026-01-01 10:01:00 | INFO | valid | {"epoch": 1, "valid_loss": "7.5", "valid_nll_loss": "7.1", '
+                  '"valid_ppl": "137.2", "valid_wps": "1000", "valid_num_updates": "500"}\n')
+    assert training_curve.read_log(str(simple)) == [
+        {"num_updates": 500, "bleu": 3.41, "loss": 7.5, "nll_loss": 7.1, "ppl": 137.2},
+        {"num_updates": 1000, "bleu": 8.05, "loss": 6.2, "nll_loss": 5.9, "ppl": 59.7}]
+    assert training_curve.read_log(str(simple), "test") == [{"num_updates": 1000, "bleu": None, "loss": 7.0, "nll_loss": 6.8, "ppl": 111}]
+    assert training_curve.read_log(str(js)) == [{"num_updates": 500, "bleu": None, "loss": 7.5, "nll_loss": 7.1, "ppl": 137.2}]
+    empty = tmp_path / "empty.log"
+    empty.write_text("2026-01-01 10:00:00 | INFO | fairseq_cli.train | no validation here\n")
+    with pytest.raises(SystemExit, match="has no 'valid' validation lines"):
+        training_curve.main(training_curve.get_parser().parse_args([str(empty), "--out", str(tmp_path / "o")]))

@@ -47,20 +47,26 @@ direction() {  # swaps SRC/TGT with --reverse; sets PAIR
 # ------------------------------------------------------------------------------------------ prepare
 prepare_usage() {
     cat <<EOF
-usage: recipes/$TASK/prepare.sh [--local DIR] [--paper PAPER] [--reverse] [--bpe-tool subword-nmt|fastbpe]
+usage: recipes/$TASK/prepare.sh [--local DIR] [--extra-train PREFIX]... [--paper PAPER] [--reverse]
+                                 [--preprocessed DIR | --from-raw] [--bpe-tool subword-nmt|fastbpe]
                                  [--work DIR] [--max-lines N] [--workers N]
 
 Prepares $TASK for training: gets the official data (downloads it, or reads --local DIR),
-Moses-tokenizes it (sacremoses), cleans the training pairs, learns joint BPE with the merge
-count, vocabulary threshold and truecasing of PAPER's setup, and binarizes it with
-fairseq-preprocess --joined-dictionary (fusion-prepare-text does all of this).
+normalizes punctuation and Moses-tokenizes it (sacremoses; Chinese segmented with jieba), cleans
+the training pairs, learns joint BPE with the merge count, vocabulary threshold and truecasing of
+PAPER's setup, and binarizes it with fairseq-preprocess --joined-dictionary (fusion-prepare-text
+does all of this). Where PAPER trained on data its authors released already preprocessed (liu:
+wmt14_en_de, wmt16_ro_en), that release is downloaded (gdown) and only binarized.
 
   --local DIR       read plain text (or .gz) from DIR instead of downloading:
-                    DIR/train.L, DIR/$(settings prepare --task "$TASK"; echo "$VALID").L and the test sets DIR/<name>.L
-                    (L = both languages; names: $(settings prepare --task "$TASK"; echo "${TESTS[*]}"))
-  --paper PAPER     whose preprocessing (BPE merges, threshold, truecasing) to use; default: the task's
+                    DIR/train.L, the dev set DIR/<name>.L and the test sets DIR/<name>.L (L = both languages;
+                    names: $(settings prepare --task "$TASK"; echo "${VALID_PARTS[*]} ${TESTS[*]}"); the test sets after the first are optional)
+  --extra-train P   add P.SRC and P.TGT to the training data (corpora that need registration; repeatable)
+  --paper PAPER     whose preprocessing, dev/test sets and direction to use; default: the task's
                     first paper ($(settings prepare --task "$TASK"; echo "$PAPER")); see recipes/README.md
-  --reverse         the other translation direction
+  --reverse         the other translation direction than PAPER's
+  --preprocessed DIR  the extracted preprocessed release (instead of downloading it)
+  --from-raw        run the raw-text pipeline even where PAPER used a preprocessed release
   --bpe-tool T      the tool that applies BPE: subword-nmt (default) or fastbpe
   --work DIR        working folder (default: \$WORK or ./work/$TASK); data goes to DIR/data-PAPER.SRC-TGT
   --max-lines N     use only the first N lines of each file (quick tests)
@@ -72,10 +78,14 @@ recipe_prepare() {
     parse_common "$@"
     set -- "${REST[@]+"${REST[@]}"}"
     local local_dir="" bpe_tool="subword-nmt" max_lines="" workers="${WORKERS:-2}" merges_env="${BPE_MERGES:-}"
+    local pre_dir="" from_raw=0 extra_train=()
     while [[ $# -gt 0 ]]; do
         case "$1" in
             -h|--help) prepare_usage; exit 0 ;;
             --local) local_dir="$2"; shift 2 ;;
+            --extra-train) extra_train+=("$2"); shift 2 ;;
+            --preprocessed) pre_dir="$2"; shift 2 ;;
+            --from-raw) from_raw=1; shift ;;
             --bpe-tool) bpe_tool="$2"; shift 2 ;;
             --max-lines) max_lines="$2"; shift 2 ;;
             --workers) workers="$2"; shift 2 ;;
@@ -84,6 +94,16 @@ recipe_prepare() {
     done
     settings prepare --task "$TASK" ${PAPER_OPT:+--paper "$PAPER_OPT"}
     direction
+    if [[ -n "$pre_dir" && -z "$PRE_URL" ]]; then die "--preprocessed: $PAPER trained $TASK on raw data, not on a preprocessed release"; fi
+    if [[ -n "$PRE_URL" && "$from_raw" == 0 ]]; then
+        [[ -z "$local_dir" && ${#extra_train[@]} -eq 0 ]] || die "$PAPER trained $TASK on $PRE_NAME: --local/--extra-train need --from-raw"
+        prepare_preprocessed "$pre_dir" "$workers"
+        return
+    fi
+    local reg
+    for reg in "${REGISTRATION[@]+"${REGISTRATION[@]}"}"; do
+        echo "| note: the papers' training data also has $reg (needs registration: add it with --extra-train PREFIX)"
+    done
     if [[ -z "$local_dir" && -n "$LOCAL_DEFAULT" ]]; then
         local_dir="${FUSION_DATA:-$REPO/../shared/data}/$LOCAL_DEFAULT"  # as fairseq_fusion/data_paths.py
     fi
@@ -92,14 +112,33 @@ recipe_prepare() {
         [[ -d "$local_dir" ]] || die "--local $local_dir: no such folder"
         raw="$local_dir"
         local prefix lang
-        for prefix in train "$VALID" "${TESTS[@]}"; do
+        for prefix in train "${VALID_PARTS[@]}" "${TESTS[0]}"; do
             for lang in "$SRC" "$TGT"; do
                 [[ -e "$raw/$prefix.$lang" || -e "$raw/$prefix.$lang.gz" ]] \
-                    || die "--local $local_dir: missing $prefix.$lang (or .gz); expected train, $VALID and ${TESTS[*]} in both languages"
+                    || die "--local $local_dir: missing $prefix.$lang (or .gz); expected train, ${VALID_PARTS[*]} and ${TESTS[0]} in both languages (optional: ${TESTS[*]:1})"
             done
         done
+        local present=()  # the further test sets that are there (they keep their order: test1, test2, ...)
+        for prefix in "${TESTS[@]}"; do
+            [[ -e "$raw/$prefix.$SRC" || -e "$raw/$prefix.$SRC.gz" ]] && present+=("$prefix")
+        done
+        TESTS=("${present[@]}")
     else
         download "$raw"
+    fi
+    local train_pref="$raw/train" valid_pref="$raw/$VALID" p lang
+    if [[ ${#extra_train[@]} -gt 0 || ${#VALID_PARTS[@]} -gt 1 ]]; then  # concatenations go to WORK/joined
+        mkdir -p "$WORK/joined"
+        for lang in "$SRC" "$TGT"; do
+            if [[ ${#extra_train[@]} -gt 0 ]]; then
+                train_pref="$WORK/joined/train"
+                for p in "$raw/train" "${extra_train[@]}"; do cat_text "$p" "$lang"; done > "$train_pref.$lang"
+            fi
+            if [[ ${#VALID_PARTS[@]} -gt 1 ]]; then
+                valid_pref="$WORK/joined/$VALID"
+                for p in "${VALID_PARTS[@]}"; do cat_text "$raw/$p" "$lang"; done > "$valid_pref.$lang"
+            fi
+        done
     fi
     local dest="$WORK/data-$PAPER.$PAIR"
     local tests=() t
@@ -110,11 +149,49 @@ recipe_prepare() {
     [[ "$TASK" != multi30k_en_de ]] && extra+=(--normalize-punctuation)  # fairseq's and Edinburgh's WMT pipelines
     [[ -n "$max_lines" ]] && extra+=(--max-lines "$max_lines")
     BPE_MERGES="${merges_env:-$BPE_MERGES}"
-    echo "| $TASK ($PAIR), $PAPER's preprocessing: $BPE_MERGES BPE merges -> $dest"
-    tool fusion-prepare-text -s "$SRC" -t "$TGT" --trainpref "$raw/train" --validpref "$raw/$VALID" \
+    echo "| $TASK ($PAIR), $PAPER's preprocessing: $BPE_MERGES BPE merges, dev set $VALID -> $dest"
+    tool fusion-prepare-text -s "$SRC" -t "$TGT" --trainpref "$train_pref" --validpref "$valid_pref" \
         --testpref "$(IFS=,; echo "${tests[*]}")" --destdir "$dest" --bpe-merges "$BPE_MERGES" \
         --bpe-tool "$bpe_tool" --max-len "$MAX_LEN" --max-ratio "$MAX_RATIO" --workers "$workers" "${extra[@]+"${extra[@]}"}"
     echo "| prepared $dest (test sets: ${TESTS[*]} -> subsets test, test1, ...)"
+}
+
+cat_text() {  # PREFIX LANG: PREFIX.LANG or PREFIX.LANG.gz to stdout
+    if [[ -e "$1.$2" ]]; then cat "$1.$2"; elif [[ -e "$1.$2.gz" ]]; then gunzip -c "$1.$2.gz"; else die "missing $1.$2 (or .gz)"; fi
+}
+
+prepare_preprocessed() {  # DIR WORKERS: binarize the paper's preprocessed release (downloaded when DIR is empty)
+    local dir=$1 workers=$2 orig="$WORK/orig" found
+    if [[ -z "$dir" ]]; then
+        mkdir -p "$orig"
+        if [[ ! -s "$orig/$PRE_ARCHIVE" ]]; then
+            "$PYTHON" -c "import gdown" 2>/dev/null \
+                || die "$PAPER trained $TASK on $PRE_NAME, a Google Drive file: pip install gdown, or download $PRE_URL yourself, extract it and pass --preprocessed DIR (or --from-raw for the raw-text pipeline)"
+            "$PYTHON" -m gdown "$PRE_URL" -O "$orig/$PRE_ARCHIVE" || die "download of $PRE_URL failed; download it yourself and use --preprocessed DIR"
+        fi
+        mkdir -p "$orig/preprocessed"
+        tar -xzf "$orig/$PRE_ARCHIVE" -C "$orig/preprocessed"
+        dir="$orig/preprocessed"
+    fi
+    [[ -d "$dir" ]] || die "--preprocessed $dir: no such folder"
+    # the folder that holds the training files, wherever the archive put them
+    found="$(find "$dir" -path "*/$PRE_TRAIN.$SRC" -o -path "$dir/$PRE_TRAIN.$SRC" 2>/dev/null | head -n 1)"
+    [[ -n "$found" ]] || die "--preprocessed $dir: no $PRE_TRAIN.$SRC in it (expected $PRE_NAME: $PRE_TRAIN, $PRE_VALID, ${PRE_TESTS[*]} .$SRC/.$TGT)"
+    local base="${found%/$PRE_TRAIN.$SRC}" raw="$WORK/raw" j tests=() raws=()
+    mkdir -p "$raw"
+    for j in "${!PRE_TESTS[@]}"; do  # the raw references sacreBLEU scores against, from sacreBLEU
+        tests+=("$base/${PRE_TESTS[$j]}"); raws+=("$raw/${TESTS[$j]}")
+        tool sacrebleu -t "${TEST_SETS[$j]}" -l "$SRC-$TGT" --echo src > "$raw/${TESTS[$j]}.$SRC"
+        tool sacrebleu -t "${TEST_SETS[$j]}" -l "$SRC-$TGT" --echo ref > "$raw/${TESTS[$j]}.$TGT"
+    done
+    local dest="$WORK/data-$PAPER.$PAIR" extra=()
+    [[ -n "$PRE_CODES" ]] && extra+=(--bpe-codes "$base/$PRE_CODES")
+    [[ -n "$PRE_NWORDS" ]] && extra+=(--nwords "$PRE_NWORDS")
+    echo "| $TASK ($PAIR), $PAPER's data: $PRE_NAME -> $dest"
+    tool fusion-prepare-text --preprocessed -s "$SRC" -t "$TGT" --trainpref "$base/$PRE_TRAIN" --validpref "$base/$PRE_VALID" \
+        --testpref "$(IFS=,; echo "${tests[*]}")" --raw-testpref "$(IFS=,; echo "${raws[*]}")" --destdir "$dest" \
+        --workers "$workers" "${extra[@]+"${extra[@]}"}"
+    echo "| prepared $dest (test sets: ${TESTS[*]:0:${#PRE_TESTS[@]}} -> subsets test, ...)"
 }
 
 download() {  # official training corpora (statmt.org, OPUS) and dev/test sets (through sacreBLEU) into $1
@@ -141,13 +218,17 @@ download() {  # official training corpora (statmt.org, OPUS) and dev/test sets (
                 cut -f2 "$orig/$path" >> "$raw/train.$SRC"; cut -f1 "$orig/$path" >> "$raw/train.$TGT"
             fi
         else
+            local where="$orig/$path"
+            if [[ ! -e "$where.$SRC" ]]; then  # some archives put the files in a folder of their own
+                where="$(find "$orig" -name "$(basename "$path").$SRC" | head -n 1)"; where="${where%.$SRC}"
+            fi
             for lang in "$SRC" "$TGT"; do
-                [[ -e "$orig/$path.$lang" ]] || die "expected $orig/$path.$lang after extracting $file"
-                cat "$orig/$path.$lang" >> "$raw/train.$lang"
+                [[ -n "$where" && -e "$where.$lang" ]] || die "expected $orig/$path.$lang after extracting $file"
+                cat "$where.$lang" >> "$raw/train.$lang"
             done
         fi
     done
-    local sets=("$VALID_SET" "${TEST_SETS[@]}") names=("$VALID" "${TESTS[@]}") j
+    local sets=("${VALID_SETS[@]}" "${TEST_SETS[@]}") names=("${VALID_PARTS[@]}" "${TESTS[@]}") j
     for j in "${!sets[@]}"; do
         tool sacrebleu -t "${sets[$j]}" -l "$SRC-$TGT" --echo src > "$raw/${names[$j]}.$SRC"
         tool sacrebleu -t "${sets[$j]}" -l "$SRC-$TGT" --echo ref > "$raw/${names[$j]}.$TGT"
@@ -157,7 +238,8 @@ download() {  # official training corpora (statmt.org, OPUS) and dev/test sets (
 # -------------------------------------------------------------------------------------------- train
 train_usage() {
     cat <<EOF
-usage: recipes/$TASK/train.sh ARCH [--paper PAPER] [--reverse] [--work DIR] [-- FAIRSEQ_TRAIN_ARGS...]
+usage: recipes/$TASK/train.sh ARCH [--paper PAPER] [--reverse] [--work DIR] [--eval-bleu]
+                               [--two-stage | --one-stage] [-- FAIRSEQ_TRAIN_ARGS...]
 
 Trains ARCH (any fusion_transformer arch, e.g. fusion_transformer, transformer_lexical_shortcuts_ff,
 transformer_hierarchical_aggregation_big) on $TASK with the hyperparameters of the arch's paper
@@ -166,6 +248,14 @@ dims from the arch, Adam with the inverse-sqrt warm-up schedule, the paper's war
 (tokens per update reached through --update-freq for the GPUs present), update count, dropout,
 checkpoint interval, FP16 on GPU and distributed training when several GPUs are visible, and the
 arch's default criterion (fusion_options.default_criterion, e.g. the diversity criterion).
+
+  --eval-bleu   also log validation BLEU (fairseq's --eval-bleu, with the paper's beam and length
+                penalty, Moses detokenization); plot the curve with fusion-training-curve
+  --two-stage   Dou et al.'s protocol (4.1, "initialized by the pre-trained model"), the default for
+                dou's archs: first train the vanilla fusion_transformer(_big) of the same size with
+                dou's settings (or reuse WORK/checkpoints/fusion_transformer*.dou.SRC-TGT), then train
+                ARCH from its checkpoint_last.pt with --init-from-vanilla
+  --one-stage   train ARCH from scratch
 
 Reads WORK/data-PAPER.SRC-TGT (run prepare.sh --paper PAPER first); writes WORK/checkpoints/ARCH.PAPER.SRC-TGT.
 Environment overrides: MAX_UPDATE, MAX_TOKENS (per GPU), N_GPUS, EXTRA_ARGS (appended to fairseq-train).
@@ -201,10 +291,18 @@ train_settings() {  # the paper's settings of ARCH (+ model flags); "cached": th
 recipe_train() {
     case "${1:-}" in -h|--help|"") train_usage; [[ -n "${1:-}" ]] && exit 0 || exit 2 ;; esac
     train_setup "$@"
-    local passthrough=() seen=0 a
+    local passthrough=() seen=0 a eval_bleu=0 stages=""
     for a in "${REST[@]+"${REST[@]}"}"; do
-        if [[ $seen == 1 ]]; then passthrough+=("$a"); elif [[ "$a" == "--" ]]; then seen=1; else die "train.sh: unknown option $a"; fi
+        if [[ $seen == 1 ]]; then passthrough+=("$a")
+        elif [[ "$a" == "--" ]]; then seen=1
+        elif [[ "$a" == --eval-bleu ]]; then eval_bleu=1
+        elif [[ "$a" == --two-stage ]]; then stages=2
+        elif [[ "$a" == --one-stage ]]; then stages=1
+        else die "train.sh: unknown option $a"; fi
     done
+    if [[ -z "$stages" ]]; then
+        stages=1; [[ "$PAPER" == dou && "$ARCH" != fusion_transformer* ]] && stages=2
+    fi
     # the model flags after -- decide size and warm-up with the arch (e.g. -- --lexical-shortcuts on a baseline)
     local quoted=""
     [[ ${#passthrough[@]} -gt 0 ]] && quoted="$(printf '%q ' "${passthrough[@]}")"
@@ -214,6 +312,29 @@ recipe_train() {
     declare -p PAPER SIZE CRITERION BEAM LENPEN AVERAGE SRC TGT TRUECASE TRAIN_ARGS PAIR | sed 's/^declare /declare -g /' > "$SAVE/recipe_settings.sh"
     local extra=()
     [[ -n "${MAX_UPDATE:-}" ]] && extra+=(--max-update "$MAX_UPDATE")
+    if [[ "$eval_bleu" == 1 ]]; then  # fairseq's translation task: BLEU of the valid set after each validation
+        extra+=(--eval-bleu --eval-bleu-args "{\"beam\": $BEAM, \"lenpen\": $LENPEN}" --eval-bleu-detok moses
+                --eval-bleu-remove-bpe)
+    fi
+    if [[ "$stages" == 2 ]]; then
+        local vanilla="fusion_transformer" own=()
+        [[ "$SIZE" == big ]] && vanilla="fusion_transformer_big"
+        [[ "$ARCH" != "$vanilla" ]] || die "--two-stage: $ARCH is the vanilla model itself"
+        [[ "$REVERSE" == 1 ]] && own+=(--reverse)
+        [[ "$eval_bleu" == 1 ]] && own+=(--eval-bleu)
+        local stage1="$WORK/checkpoints/$vanilla.$PAPER.$PAIR"
+        if [[ -f "$stage1/checkpoint_last.pt" ]] && grep -q "done training" "$stage1/train.log" 2>/dev/null; then
+            echo "| $PAPER's protocol, stage 1: reusing the trained $stage1"
+        else  # trains it, or resumes it from its checkpoint_last.pt
+            echo "| $PAPER's protocol, stage 1: the vanilla $vanilla"
+            bash "$RECIPES/$TASK/train.sh" "$vanilla" --paper "$PAPER" --work "$WORK" --one-stage "${own[@]+"${own[@]}"}" \
+                || die "--two-stage: training the vanilla $vanilla failed"
+        fi
+        local init="$stage1/checkpoint_last.pt"
+        [[ -f "$init" ]] || die "--two-stage: $init not found after stage 1"
+        echo "| stage 2: $ARCH initialized from $init"
+        extra+=(--init-from-vanilla "$init")
+    fi
     # shellcheck disable=SC2206
     [[ -n "${EXTRA_ARGS:-}" ]] && extra+=($EXTRA_ARGS)
     echo "| $TASK ($PAIR): $ARCH with $PAPER's settings ($SIZE, $N_GPUS GPU(s), criterion $CRITERION) -> $SAVE"

@@ -19,6 +19,8 @@ import sys
 # tasks: official data (URLs; sacreBLEU test-set names for dev/test) and the papers that use them
 # ---------------------------------------------------------------------------------------------
 STATMT = "http://statmt.org"
+OPUS_UNPC = "https://object.pouta.csc.fi/OPUS-UNPC/v1.0/moses/{pair}.txt.zip"
+PARACRAWL_V1 = "https://s3.amazonaws.com/web-language-models/paracrawl/release1/paracrawl-release1.{pair}.zipporah0-dedup-clean.tgz"
 TASKS = {
     "wmt14_en_de": dict(
         src="en", tgt="de", papers=["emelin", "dou", "xu", "yang", "liu"],
@@ -27,7 +29,11 @@ TASKS = {
             (f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.de-en"),
             (f"{STATMT}/wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.de-en"),
         ],
-        valid=("wmt13", "newstest2013"), test=[("wmt14/full", "newstest2014")],
+        # newstest2014 for every paper (subset test); Emelin et al. Table 1 also newstest2015-2018 (test1-test4; De->En
+        # Table 2: newstest2014 and newstest2017)
+        valid=[("wmt13", "newstest2013")],
+        test=[("wmt14/full", "newstest2014"), ("wmt15", "newstest2015"), ("wmt16", "newstest2016"), ("wmt17", "newstest2017"),
+              ("wmt18", "newstest2018")],
     ),
     "wmt14_en_fr": dict(
         src="en", tgt="fr", papers=["xu", "yang", "liu"],
@@ -38,7 +44,7 @@ TASKS = {
             (f"{STATMT}/wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.fr-en"),
             (f"{STATMT}/wmt10/training-giga-fren.tar", "giga-fren.release2.fixed"),
         ],
-        valid=("wmt13", "newstest2013"), test=[("wmt14/full", "newstest2014")],
+        valid=[("wmt13", "newstest2013")], test=[("wmt14/full", "newstest2014")],
     ),
     "wmt16_ro_en": dict(
         src="ro", tgt="en", papers=["liu"],
@@ -46,33 +52,38 @@ TASKS = {
             ("http://data.statmt.org/wmt16/translation-task/training-parallel-ep-v8.tgz", "training-parallel-ep-v8/europarl-v8.ro-en"),
             ("http://opus.nlpl.eu/download.php?f=SETIMES/v2/moses/en-ro.txt.zip", "SETIMES.en-ro"),
         ],
-        valid=("wmt16/dev", "newsdev2016"), test=[("wmt16", "newstest2016")],
+        valid=[("wmt16/dev", "newsdev2016")], test=[("wmt16", "newstest2016")],
     ),
     "wmt17_zh_en": dict(
         src="zh", tgt="en", papers=["dou", "yang"],
-        # CWMT and the UN corpus need registration: pass them with --local (see README)
-        train=[("http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz", "training/news-commentary-v12.zh-en")],
-        valid=("wmt17/dev", "newsdev2017"), test=[("wmt17", "newstest2017")],
+        train=[("http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz", "training/news-commentary-v12.zh-en"),
+               (OPUS_UNPC.format(pair="en-zh"), "UNPC.en-zh")],  # UN Parallel Corpus v1.0 (15.9M pairs), OPUS's copy
+        registration=[("CWMT corpora (casia2015, casict2011/2015, datum2015/2017, neu2017; about 9M pairs)",
+                       "http://nlp.nju.edu.cn/cwmt-wmt/")],
+        valid=[("wmt17/dev", "newsdev2017")], test=[("wmt17", "newstest2017")],
     ),
     "wmt17_en_ru": dict(
         src="en", tgt="ru", papers=["emelin"],
-        # the Yandex corpus needs registration: pass it with --local
         train=[
             (f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.ru-en"),
             ("http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz", "training/news-commentary-v12.ru-en"),
             ("http://data.statmt.org/wikititles/v1/wikititles-v1.ru-en.tsv.gz", "wikititles-v1.ru-en.tsv"),
+            (OPUS_UNPC.format(pair="en-ru"), "UNPC.en-ru"),  # UN Parallel Corpus v1.0 (11.7M pairs), OPUS's copy
         ],
-        valid=("wmt16", "newstest2016"), test=[("wmt17", "newstest2017"), ("wmt18", "newstest2018")],
+        registration=[("Yandex 1M-sentence English-Russian corpus", "https://translate.yandex.ru/corpus")],
+        valid=[("wmt16", "newstest2016")], test=[("wmt17", "newstest2017"), ("wmt18", "newstest2018")],
     ),
     "wmt18_en_cs": dict(
         src="en", tgt="cs", papers=["emelin"],
-        # CzEng 1.7 needs registration: pass it with --local
         train=[
             (f"{STATMT}/wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.cs-en"),
             (f"{STATMT}/wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.cs-en"),
             ("http://data.statmt.org/wmt18/translation-task/training-parallel-nc-v13.tgz", "training-parallel-nc-v13/news-commentary-v13.cs-en"),
+            (PARACRAWL_V1.format(pair="en-cs"), "paracrawl-release1.en-cs.zipporah0-dedup-clean"),  # WMT18's ParaCrawl
         ],
-        valid=("wmt17", "newstest2017"), test=[("wmt15", "newstest2015"), ("wmt18", "newstest2018")],
+        registration=[("CzEng 1.7 (57M pairs; most of the paper's 50.4M)", "https://ufal.mff.cuni.cz/czeng/czeng17")],
+        # Emelin et al. Table 2 reports newstest2015 and newstest2018; the headline (WMT18) set is the default subset
+        valid=[("wmt17", "newstest2017")], test=[("wmt18", "newstest2018"), ("wmt15", "newstest2015")],
     ),
     "wmt18_en_fi": dict(
         src="en", tgt="fi", papers=["emelin"],
@@ -80,14 +91,31 @@ TASKS = {
             ("http://data.statmt.org/wmt18/translation-task/training-parallel-ep-v8.tgz", "training/europarl-v8.fi-en"),
             ("http://data.statmt.org/wmt18/translation-task/rapid2016.tgz", "rapid2016.en-fi"),
             ("http://data.statmt.org/wikititles/v1/wikititles-v1.fi-en.tsv.gz", "wikititles-v1.fi-en.tsv"),
+            (PARACRAWL_V1.format(pair="en-fi"), "paracrawl-release1.en-fi.zipporah0-dedup-clean"),  # WMT18's ParaCrawl
         ],
-        valid=("wmt17", "newstest2017"), test=[("wmt15", "newstest2015"), ("wmt18", "newstest2018")],
+        valid=[("wmt17", "newstest2017")], test=[("wmt18", "newstest2018"), ("wmt15", "newstest2015")],
     ),
     "multi30k_en_de": dict(
         src="en", tgt="de", papers=["multi30k"], local_default="multi30k",
-        train=[], valid=(None, "val"), test=[(None, "test_2016_flickr"), (None, "test_2017_flickr"), (None, "test_2017_mscoco")],
+        train=[], valid=[(None, "val")], test=[(None, "test_2016_flickr"), (None, "test_2017_flickr"), (None, "test_2017_mscoco")],
     ),
 }
+
+# data released already tokenized and BPE'd by other authors, which a paper trained on as it is
+# (prepare.sh downloads it with gdown and only binarizes it; files relative to the archive's folder)
+GOOGLE_WMT16_EN_DE = dict(
+    name="Google's WMT16 En-De (tokenized, joint BPE 32k; Vaswani et al. 2017, Ott et al. 2018)",
+    url="https://drive.google.com/uc?id=0B_bZck-ksdkpM25jRUN2X2UxMm8", archive="wmt16_en_de.tar.gz",
+    train="train.tok.clean.bpe.32000", valid="newstest2013.tok.bpe.32000", test=["newstest2014.tok.bpe.32000"],
+    codes="bpe.32000", langs=("en", "de"),
+    nwords=32768,  # fairseq examples/scaling_nmt: --nwordssrc 32768 --nwordstgt 32768 (Liu et al. Table 4: 32,768)
+)
+LEE_WMT16_EN_RO = dict(
+    name="Lee et al. 2018's WMT16 En-Ro (tokenized, BPE; the link of Liu et al. footnote 1 and the authors' README)",
+    url="https://drive.google.com/uc?id=1YrAwCEuktG-iDVxtEW-FE72uFTLc5QMl", archive="wmt16.tar.gz",
+    train="train/corpus.bpe", valid="dev/dev.bpe", test=["test/test.bpe"], codes=None, langs=("en", "ro"),
+    nwords=None,  # the whole joined dictionary (Liu et al. Table 4: 34,976)
+)
 
 # ---------------------------------------------------------------------------------------------
 # papers: preprocessing and training/decoding settings (None: the paper does not say)
@@ -132,6 +160,8 @@ PAPERS = {
         # A.1: fairseq's prepare-wmt14en2de.sh: Moses tokens, joint BPE 40k, no lower-/true-casing; its
         # clean-corpus-n.perl keeps pairs with a length ratio up to 1.5 (-ratio 1.5)
         bpe={"default": dict(merges=40000, max_ratio=1.5)},
+        # App. A: En->Zh on WMT17 (validation "newsdev2016": WMT17 has no such Zh set, read as newsdev2017)
+        data={"wmt17_zh_en": dict(reverse=True)},
         # 3 Models / A.1 / A.2: base 8 GPUs x 4096 tokens FP32, big 4 x 8192 FP16, warm-up 4k, beam 10,
         # model selected on validation loss
         train=dict(VASWANI, batch_tokens=32768, beam=10, lenpen=1.0, average=None, fp16={"base": False, "big": True}),
@@ -144,6 +174,9 @@ PAPERS = {
         # (Ro-En: Lee et al. 2018's preprocessed data, ratio not given: Moses' 9)
         bpe={"default": dict(merges=32000, max_ratio=1.5), "wmt16_ro_en": dict(merges=40000, max_ratio=9.0),
              "wmt14_en_fr": dict(merges=40000, max_ratio=1.5)},
+        # A.1: Ro-En and En-De are the preprocessed data of Lee et al. / Ott et al.; En-Fr dev newstest2012+2013
+        data={"wmt16_ro_en": dict(preprocessed=LEE_WMT16_EN_RO), "wmt14_en_de": dict(preprocessed=GOOGLE_WMT16_EN_DE),
+              "wmt14_en_fr": dict(valid=[("wmt12", "newstest2012"), ("wmt13", "newstest2013")])},
         # Table 4: Ro-En base 16K tokens 60K steps dropout 0.3 beam 4 LP 1.0; En-De big 460K 30K 0.3 beam 5 LP 0.6;
         # En-Fr big 460K 80K 0.1 beam 5 LP 0.9; best validation perplexity checkpoint; lr 5e-4 (Ott et al. 2018);
         # "460K" read as Ott et al.'s 8 GPUs x 3584 tokens x update-freq 16 = 458,752 tokens
@@ -234,6 +267,18 @@ def bpe_settings(task, paper):
     out.update(spec.get("default", {}))
     out.update(spec.get(task, {}))
     return out
+
+
+def data_settings(task, paper):
+    """Dev/test sets, direction and preprocessed release of ``task`` as ``paper`` used them."""
+    t = check_task(task)
+    spec = check_paper(paper, task).get("data", {}).get(task, {})
+    valid = spec.get("valid", t["valid"])
+    src, tgt = (t["tgt"], t["src"]) if spec.get("reverse") else (t["src"], t["tgt"])
+    pre = spec.get("preprocessed")
+    test = spec.get("test", t["test"])[: len(pre["test"]) if pre else None]  # a release has its own test sets
+    return dict(src=src, tgt=tgt, valid=valid, valid_name="+".join(name for _, name in valid), test=test, preprocessed=pre,
+                registration=t.get("registration", []))
 
 
 def _pick(value, size, task):
@@ -355,20 +400,26 @@ def main(argv=None):
         task = check_task(a.task)
         if a.step == "prepare":
             paper = a.paper or task["papers"][0]
-            b = bpe_settings(a.task, paper)
-            _emit(PAPER=paper, SRC=task["src"], TGT=task["tgt"], BPE_MERGES=b["merges"], BPE_THRESHOLD=b["threshold"],
-                  TRUECASE=int(b["truecase"]), MAX_LEN=b["max_len"], MAX_RATIO=b["max_ratio"], VALID_SET=task["valid"][0], VALID=task["valid"][1],
-                  TEST_SETS=[t or "" for t, _ in task["test"]], TESTS=[name for _, name in task["test"]],
+            b, d = bpe_settings(a.task, paper), data_settings(a.task, paper)
+            pre = d["preprocessed"] or {}
+            _emit(PAPER=paper, SRC=d["src"], TGT=d["tgt"], BPE_MERGES=b["merges"], BPE_THRESHOLD=b["threshold"],
+                  TRUECASE=int(b["truecase"]), MAX_LEN=b["max_len"], MAX_RATIO=b["max_ratio"],
+                  VALID_SETS=[v or "" for v, _ in d["valid"]], VALID_PARTS=[name for _, name in d["valid"]], VALID=d["valid_name"],
+                  TEST_SETS=[t or "" for t, _ in d["test"]], TESTS=[name for _, name in d["test"]],
                   LOCAL_DEFAULT=task.get("local_default", ""),
-                  TRAIN_URLS=[u for u, _ in task["train"]], TRAIN_PATHS=[q for _, q in task["train"]])
+                  TRAIN_URLS=[u for u, _ in task["train"]], TRAIN_PATHS=[q for _, q in task["train"]],
+                  REGISTRATION=[f"{name}: {url}" for name, url in d["registration"]],
+                  PRE_NAME=pre.get("name"), PRE_URL=pre.get("url"), PRE_ARCHIVE=pre.get("archive"), PRE_TRAIN=pre.get("train"),
+                  PRE_VALID=pre.get("valid"), PRE_TESTS=pre.get("test", []), PRE_CODES=pre.get("codes"), PRE_NWORDS=pre.get("nwords"))
         elif a.step == "paper":  # light: no fairseq import
             paper = a.paper or paper_of(a.arch, a.task)
-            check_paper(paper, a.task)
-            _emit(PAPER=paper, SRC=task["src"], TGT=task["tgt"])
+            d = data_settings(a.task, paper)
+            _emit(PAPER=paper, SRC=d["src"], TGT=d["tgt"])
         else:
             s = train_settings(a.task, a.arch, a.paper, a.n_gpus, a.max_tokens, flags=shlex.split(a.model_flags))
+            d = data_settings(a.task, s["paper"])
             _emit(PAPER=s["paper"], SIZE=s["size"], CRITERION=s["criterion"], BEAM=s["beam"], LENPEN=s["lenpen"],
-                  AVERAGE=s["average"] or 0, SRC=task["src"], TGT=task["tgt"], TRUECASE=int(bpe_settings(a.task, s["paper"])["truecase"]),
+                  AVERAGE=s["average"] or 0, SRC=d["src"], TGT=d["tgt"], TRUECASE=int(bpe_settings(a.task, s["paper"])["truecase"]),
                   TRAIN_ARGS=train_command_args(s, a.n_gpus))
     except ValueError as e:
         print(f"echo {shlex.quote('error: ' + str(e))} >&2; exit 2")
@@ -376,15 +427,18 @@ def main(argv=None):
 
 
 def readme_table():
-    rows = ["| paper | task | BPE (merges / vocab. threshold / truecase) | model | batch (tokens) | updates | warm-up | beam / LP | checkpoint | reported BLEU (test) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| paper | task | direction, dev / tests | BPE (merges / vocab. threshold / truecase) | model | batch (tokens) | updates | warm-up | beam / LP | checkpoint | reported BLEU (test) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for paper, spec in PAPERS.items():
         if paper == "vaswani":
             continue
         for task, t in TASKS.items():
             if paper not in t["papers"]:
                 continue
-            b = bpe_settings(task, paper)
+            b, d = bpe_settings(task, paper), data_settings(task, paper)
+            bpe = (f"{b['merges']} / {b['threshold'] or '-'} / {'yes' if b['truecase'] else 'no'}" if not d["preprocessed"]
+                   else "release: " + d["preprocessed"]["name"].split(" (")[0])
+            sets = f"{d['src']}->{d['tgt']}, {d['valid_name']} / {', '.join(n for _, n in d['test'])}"
             tr = dict(spec["train"])
             tr.update(tr.pop("by_task", {}).get(task, {}))
             if paper == "liu":  # Table 4: Ro-En base, En-De and En-Fr big
@@ -395,7 +449,7 @@ def readme_table():
             for size in sizes:
                 avg = _pick(tr["average"], size, task)
                 rows.append(
-                    f"| {paper} | {task} | {b['merges']} / {b['threshold'] or '-'} / {'yes' if b['truecase'] else 'no'} | {size} | "
+                    f"| {paper} | {task} | {sets if size == sizes[0] else ''} | {bpe} | {size} | "
                     f"{tr['batch_tokens']} | {_pick(tr['updates'], size, task)} | {warmup_of(paper, None, size, tr['warmup'])}"
                     f"{' (6k shortcuts, 8k feature-fusion)' if paper == 'emelin' and size == 'base' else ''} | "
                     f"{tr['beam']} / {tr['lenpen']} | {'average of last ' + str(avg) if avg else 'best valid. loss'} | "
