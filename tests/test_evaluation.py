@@ -1,6 +1,5 @@
-"""Evaluation tools: BLEU as the papers report it, BLEU by length, significance, contrastive scoring."""
+"""Evaluation tools: BLEU as the papers report it, BLEU by length, significance (contrastive scoring: test_contrastive.py)."""
 import argparse
-import gzip
 import json
 import math
 import os
@@ -9,18 +8,16 @@ import sys
 from collections import Counter
 
 import pytest
-import torch
 
 from fairseq_fusion import data_paths
-from fairseq_fusion.analysis import contrastive, evaluation
+from fairseq_fusion.analysis import evaluation
 
-from conftest import BIN, run_cli, train_args
+from conftest import BIN
 
 WMT14 = data_paths.data_path("wmt14", must_exist=False)
 SYSTEM = os.path.join(WMT14, "system_outputs", "sennrich2016.newstest2014.de.tok.gz")
 REF = os.path.join(WMT14, "newstest2014.de")
 SRC = os.path.join(WMT14, "newstest2014.en")
-CONTRASTIVE = data_paths.data_path("contrastive", must_exist=False)
 needs_wmt14 = pytest.mark.skipif(not os.path.exists(SYSTEM), reason="shared wmt14 data not found")
 
 
@@ -152,99 +149,6 @@ def test_bleu_by_length_and_significance_equal_direct_computation(tmp_path):
     assert ours["bleu"] == pytest.approx(cli_sys["BLEU"]["score"], abs=1e-3)
     assert ours["p_value"] == pytest.approx(cli_sys["BLEU"]["p_value"], abs=1e-4)
     assert ours["p_value"] < 0.05
-
-
-def _write_suite(folder, src, good, bad):
-    os.makedirs(folder, exist_ok=True)
-    for name, lines in (("src.en", src), ("tgt.correct.de", good), ("tgt.incorrect.de", bad)):
-        with gzip.open(os.path.join(folder, name + ".gz"), "wt", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in lines)
-
-
-def test_malformed_suites_are_rejected_with_line_numbers(tmp_path):
-    folder = str(tmp_path / "agreement")
-    _write_suite(folder, ["a", "b", "c"], ["x", "y", "z"], ["u", "v"])
-    with pytest.raises(contrastive.SuiteFormatError, match=r"src\.en\.gz: line 3: no matching line in .*tgt\.incorrect\.de\.gz, which ends after 2 lines"):
-        contrastive.read_line_aligned(folder, "en", "de")
-    _write_suite(folder, ["a", "", "c"], ["x", "y", "z"], ["u", "v", "w"])
-    with pytest.raises(contrastive.SuiteFormatError, match=r"src\.en\.gz: line 2: empty line"):
-        contrastive.read_line_aligned(folder, "en", "de")
-
-    entries = [{"source": "s1", "reference": "r1", "errors": [{"contrastive": "c1", "type": "word_sense"}]},
-               {"source": "s2", "reference": "r2", "errors": [{"contrastive": "c2", "type": "word_sense"}]},
-               {"source": "s3", "errors": [{"contrastive": "c3", "type": "word_sense"}]}]
-    text = json.dumps(entries, indent=2)
-    bad_line = text[: text.index('"s3"')].count("\n")  # the line of the third item's opening brace
-    path = tmp_path / "suite.json"
-    path.write_text(text)
-    with pytest.raises(contrastive.SuiteFormatError, match=rf"suite\.json: line {bad_line}: item has no \(non-empty\) 'reference'"):
-        contrastive.read_contrawsd_json(str(path))
-    broken = text.replace('"r2",', '"r2"')  # JSON syntax error on the line after "r2"
-    path.write_text(broken)
-    syntax_line = broken[: broken.index('"r2"')].count("\n") + 2
-    with pytest.raises(contrastive.SuiteFormatError, match=rf"line {syntax_line}, column \d+: invalid JSON"):
-        contrastive.read_contrawsd_json(str(path))
-    path.write_text(json.dumps([{"source": "s", "reference": "r", "errors": []}]))
-    with pytest.raises(contrastive.SuiteFormatError, match="line 1: item has no list 'errors'"):
-        contrastive.read_contrawsd_json(str(path))
-
-
-def test_real_suites_parse():
-    mucow = os.path.join(CONTRASTIVE, "mucow", "scoring", "lv-en.mucow.scoring.json")
-    if not os.path.exists(mucow):
-        pytest.skip("shared contrastive data not found")
-    items = contrastive.read_contrawsd_json(mucow)
-    assert len(items) == 139 and sum(len(i.contrastive) for i in items) == 179  # counts of the data README
-    assert items[0].word == "dāma" and items[0].contrastive[0].startswith("There was a queen")
-    lingeval = contrastive.read_line_aligned(os.path.join(CONTRASTIVE, "distil_lingeval", "polarity_affix_del.mt"), "en", "de")
-    assert len(lingeval) == 180 and lingeval[0].category == "polarity_affix_del.mt"
-
-
-def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tmp_path):
-    """Scores of fusion-contrastive-score equal sum_j log P(y_j | y_<j, x) computed here by hand."""
-    from fairseq import checkpoint_utils
-    from sacremoses import MosesTokenizer
-    from subword_nmt.apply_bpe import BPE
-
-    from fairseq_fusion.cli import contrastive_score
-
-    save = str(tmp_path / "ckpt")
-    run_cli(train_args(multi30k_slice, save, max_update=8, extra=["--no-epoch-checkpoints"]))
-    suite = os.path.join(CONTRASTIVE, "distil_lingeval", "polarity_affix_del.mt")
-    mucow = os.path.join(CONTRASTIVE, "mucow", "scoring", "lv-en.mucow.scoring.json")
-    out = str(tmp_path / "contrastive")
-    args = contrastive_score.get_parser().parse_args(
-        ["--path", os.path.join(save, "checkpoint_last.pt"), "--suite", suite, mucow, "--max-items", "12", "--out", out, "--cpu"])
-    result = contrastive_score.main(args)
-    assert os.path.exists(out + ".png") and result["overall"]["total"] == 24
-    assert set(result["by_category"]) == {"polarity_affix_del.mt", "word_sense"}
-
-    # independent: Moses tokens + BPE by hand, teacher-forced forward pass, log-softmax, sum
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([os.path.join(save, "checkpoint_last.pt")])
-    model = models[0].eval()
-    with open(os.path.join(multi30k_slice, "bpe.codes"), encoding="utf-8") as f:
-        bpe = BPE(f)
-    tok = {lang: MosesTokenizer(lang=lang) for lang in ("en", "de")}
-
-    def encode(text, lang, d):
-        line = bpe.process_line(tok[lang].tokenize(text, escape=False, return_str=True, aggressive_dash_splits=True))
-        return torch.tensor([d.index(w) for w in line.split()] + [d.eos()])
-
-    def log_prob(src, tgt):
-        s, t = encode(src, "en", task.source_dictionary), encode(tgt, "de", task.target_dictionary)
-        prev = torch.cat([t.new_tensor([task.target_dictionary.eos()]), t[:-1]])
-        with torch.no_grad():
-            logits = model(s[None], torch.tensor([len(s)]), prev[None])[0]
-        return torch.log_softmax(logits.double(), -1)[0].gather(-1, t[:, None]).sum().item()
-
-    items = contrastive.read_line_aligned(suite, "en", "de")[:12] + contrastive.read_contrawsd_json(mucow)[:12]
-    for item, row in zip(items, result["items"]):
-        ref = log_prob(item.source, item.reference)
-        con = [log_prob(item.source, c) for c in item.contrastive]
-        assert row["reference_score"] == pytest.approx(ref, abs=1e-3)
-        assert row["contrastive_scores"] == pytest.approx(con, abs=1e-3)
-        assert row["correct"] == all(ref > c for c in con)
-    assert result["overall"]["correct"] == sum(r["correct"] for r in result["items"])
 
 
 def test_sign_test_counts_sentence_swaps_and_binomial_p(tmp_path):
