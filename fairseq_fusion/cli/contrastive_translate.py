@@ -129,7 +129,7 @@ def main(args):
               f"both {o['found_both']}, none {o['unfound']}")
         with open(args.out + ".manual.json", "w") as f:
             json.dump(result.pop("manual_evaluation"), f, indent=2, ensure_ascii=False)
-    result.update(checkpoint=args.path, hyp=args.hyp, suite_folder=args.suite, lines=n)
+    result.update(checkpoint=args.path, hyp=args.hyp, suite_folder=args.suite, lines_checked=n)
     if args.hyp is None:
         with open(args.out + ".hyp", "w", encoding="utf-8") as f:
             f.writelines(h + "\n" for h in hyps)
