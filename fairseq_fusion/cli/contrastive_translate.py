@@ -69,6 +69,27 @@ def _read_lines(flag, path, n):
     return lines
 
 
+def _read_patterns(path):
+    """--sense-patterns: a JSON object {sense: regex}; each regex must compile."""
+    import re
+
+    if not os.path.exists(path):
+        _fail(f"--sense-patterns {path}: no such file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            patterns = json.load(f)
+    except json.JSONDecodeError as e:
+        _fail(f"--sense-patterns {path}: line {e.lineno}: invalid JSON ({e.msg})")
+    if not isinstance(patterns, dict) or not all(isinstance(v, str) for v in patterns.values()):
+        _fail(f"--sense-patterns {path}: expected a JSON object {{sense: regex}}")
+    for sense, regex in patterns.items():
+        try:
+            re.compile(regex)
+        except re.error as e:
+            _fail(f"--sense-patterns {path}: the pattern of {sense!r} is not a regular expression ({e})")
+    return patterns
+
+
 def main(args):
     if (args.path is None) == (args.hyp is None):
         _fail("give exactly one of --path (translate with the model) and --hyp (check existing translations)")
@@ -93,8 +114,7 @@ def main(args):
             if len(entries) != len(suite.sources):
                 _fail(f"--key {suite.key_path}: {len(entries)} entries, but the suite has {len(suite.sources)} lines")
             if args.sense_patterns:
-                with open(args.sense_patterns, encoding="utf-8") as f:
-                    patterns = json.load(f)
+                patterns = _read_patterns(args.sense_patterns)
     except (SuiteFormatError, FileNotFoundError) as e:
         _fail(str(e))
     if model is not None and pair != f"{task.cfg.source_lang}-{task.cfg.target_lang}":
