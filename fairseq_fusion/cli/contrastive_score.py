@@ -49,7 +49,10 @@ def get_parser():
 
 
 def main(args):
-    model, task, cfg = common.load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
+    try:
+        model, task, cfg = common.load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
+    except FileNotFoundError as e:
+        raise SystemExit(f"fusion-contrastive-score: {e}")
     src_lang, tgt_lang = task.cfg.source_lang, task.cfg.target_lang
     groups, suites = {}, []  # protocol -> items; what each suite was read as
     try:

@@ -98,7 +98,10 @@ def main(args):
     model = task = None
     pair = args.pair
     if args.path is not None:
-        model, task, _ = common.load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
+        try:
+            model, task, _ = common.load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
+        except FileNotFoundError as e:
+            _fail(str(e))
         pair = pair or f"{task.cfg.source_lang}-{task.cfg.target_lang}"
     try:
         suite = contrastive_translate.read_translation_suite(args.suite, pair, args.key)
