@@ -12,9 +12,10 @@ from typing import List, Optional, Sequence
 import torch
 from fairseq.data import BaseWrapperDataset
 from fairseq.tasks import register_task
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from fairseq.tasks.translation import TranslationTask
 
 from ..modules.phrase_segmentation import PHRASE_LENGTHS_KEY
+from .switchout import SwitchOutConfig, SwitchOutMixin
 
 SPAN_SUFFIX = "phrases"
 
@@ -84,8 +85,10 @@ class PhraseSpanDataset(BaseWrapperDataset):
         return batch
 
 
-@register_task("translation_with_phrases", dataclass=TranslationConfig)
-class TranslationWithPhrasesTask(TranslationTask):
+@register_task("translation_with_phrases", dataclass=SwitchOutConfig)
+class TranslationWithPhrasesTask(SwitchOutMixin, TranslationTask):
+    """Also takes SwitchOut's ``--switchout-tau-src/-tgt`` (replacements keep the lengths, so the spans hold)."""
+
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         paths = self.cfg.data.split(os.pathsep)
