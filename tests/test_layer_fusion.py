@@ -427,7 +427,10 @@ def test_gpt2_post_processing_decodes_token_ids(tmp_path):
     assert gpt2_bpe(args).decode("0 1 2") == "Hello world."
     with pytest.raises(SystemExit, match="--post-process none"):
         gpt2_bpe(get_parser().parse_args(["--path", "x", "--out", "y", "--bpe", "gpt2", "--gpt2-encoder-json", "a",
-                                          "--gpt2-vocab-bpe", "b"]))
+                                          "--gpt2-vocab-bpe", "b", "--post-process", "subword_nmt"]))
+    implied = get_parser().parse_args(["--path", "x", "--out", "y", "--bpe", "gpt2", "--gpt2-encoder-json", str(tmp_path / "encoder.json"),
+                                       "--gpt2-vocab-bpe", str(tmp_path / "vocab.bpe")])
+    assert gpt2_bpe(implied).decode("1 2") == " world." and implied.post_process == "none"  # --bpe gpt2 implies none
 
 
 @torch.no_grad()

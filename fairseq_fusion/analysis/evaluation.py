@@ -29,15 +29,16 @@ def read_lines(path: str) -> List[str]:
 
 
 def read_generate_output(path: str, bpe_symbol: str = "@@ ") -> Dict[str, List[str]]:
-    """Hypotheses (``H-``), targets (``T-``) and sources (``S-``) of a ``fairseq-generate`` log, by sentence id.
+    """Hypotheses (``H-``), targets (``T-``), sources (``S-``) and detokenized hypotheses (``D-``, written when
+    generation decodes a ``--bpe``/``--tokenizer``, e.g. GPT-2 BPE) of a ``fairseq-generate`` log, by sentence id.
 
     With several hypotheses per sentence (``--nbest``) the first (best) is kept. BPE left in the
     output (generation without ``--remove-bpe``) is removed.
     """
-    found = {"H": {}, "T": {}, "S": {}}
+    found = {"H": {}, "T": {}, "S": {}, "D": {}}
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
-            m = re.match(r"^([HTS])-(\d+)\t", line)
+            m = re.match(r"^([HTSD])-(\d+)\t", line)
             if not m:
                 continue
             fields = line.rstrip("\n").split("\t")

@@ -26,7 +26,7 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from ..analysis.common import add_common_args, new_figure, write_outputs
 from ..analysis.layer_fusion import TRANSLATION_GENERATION, generation_args, masking_sweep
-from ..analysis.metrics import METRICS
+from ..analysis.metrics import get_metric, known_metrics
 
 POST_PROCESS = ["subword_nmt", "sentencepiece", "wordpiece", "letter", "_EOW", "none"]
 
@@ -36,9 +36,9 @@ def get_parser():
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     add_common_args(p, split="test")
     p.add_argument("--layers", default=None, help="comma-separated encoder layers to mask (default: all attended, 0 = embeddings)")
-    p.add_argument("--metric", default="bleu", help=f"corpus metric, one of {sorted(METRICS)} (default: %(default)s)")
-    p.add_argument("--post-process", default="subword_nmt", choices=POST_PROCESS,
-                   help="fairseq's post-processing of the output tokens (default: %(default)s)")
+    p.add_argument("--metric", default="bleu", help=f"corpus metric, one of {known_metrics()} (default: %(default)s)")
+    p.add_argument("--post-process", default=None, choices=POST_PROCESS,
+                   help="fairseq's post-processing of the output tokens (default: subword_nmt; none with --bpe gpt2)")
     p.add_argument("--bpe", default=None, choices=["gpt2"], help="decode fairseq's GPT-2 BPE after --post-process none")
     p.add_argument("--gpt2-encoder-json", default=None, help="with --bpe gpt2: the encoder.json file")
     p.add_argument("--gpt2-vocab-bpe", default=None, help="with --bpe gpt2: the vocab.bpe file")
@@ -55,8 +55,9 @@ def gpt2_bpe(args):
     if missing:
         raise SystemExit(f"fusion-layer-masking: --bpe gpt2 needs {', '.join('--' + m.replace('_', '-') for m in missing)} "
                          "(fairseq's GPT-2 BPE files)")
-    if args.post_process != "none":
+    if args.post_process not in (None, "none"):
         raise SystemExit("fusion-layer-masking: --bpe gpt2 decodes the token ids itself: use --post-process none")
+    args.post_process = "none"
     from fairseq.data import encoders
 
     return encoders.build_bpe(argparse.Namespace(bpe="gpt2", gpt2_encoder_json=args.gpt2_encoder_json,
@@ -64,14 +65,18 @@ def gpt2_bpe(args):
 
 
 def main(args):
-    if args.metric not in METRICS:
-        raise SystemExit(f"fusion-layer-masking: --metric {args.metric!r}: expected one of {sorted(METRICS)}")
+    try:
+        get_metric(args.metric)
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"fusion-layer-masking: {e}")
     layers = [int(x) for x in args.layers.split(",")] if args.layers else None
+    bpe = gpt2_bpe(args)
+    args.post_process = args.post_process or "subword_nmt"
     gen_args = generation_args(**{f.name: getattr(args, f.name) for f in dataclasses.fields(GenerationConfig)
                                   if hasattr(args, f.name)})
     base, results = masking_sweep(
         args.path, args.data, args.split, layers, cpu=args.cpu, overrides=ast.literal_eval(args.model_overrides),
-        metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=gpt2_bpe(args),
+        metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=bpe,
         max_tokens=args.max_tokens, max_sentences=args.max_sentences,
     )
     labels = ["emb" if r["masked_layer"] == 0 else str(r["masked_layer"]) for r in results]

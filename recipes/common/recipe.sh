@@ -309,7 +309,7 @@ recipe_train() {
     train_settings "$quoted"
     [[ -f "$DATA/dict.$SRC.txt" ]] || die "$DATA not prepared: run recipes/$TASK/prepare.sh --paper $PAPER$([[ $REVERSE == 1 ]] && echo " --reverse")"
     mkdir -p "$SAVE"
-    declare -p PAPER SIZE CRITERION BEAM LENPEN AVERAGE SRC TGT TRUECASE TRAIN_ARGS PAIR | sed 's/^declare /declare -g /' > "$SAVE/recipe_settings.sh"
+    declare -p PAPER SIZE CRITERION BEAM LENPEN AVERAGE SRC TGT TRUECASE METRIC GEN_EXTRA TRAIN_ARGS PAIR | sed 's/^declare /declare -g /' > "$SAVE/recipe_settings.sh"
     local extra=()
     [[ -n "${MAX_UPDATE:-}" ]] && extra+=(--max-update "$MAX_UPDATE")
     if [[ "$eval_bleu" == 1 ]]; then  # fairseq's translation task: BLEU of the valid set after each validation
@@ -405,12 +405,35 @@ recipe_evaluate() {
     local gen="$out/generate.$subset.txt"
     echo "| translating $subset with beam $beam, length penalty $lenpen: $ckpt"
     tool fairseq-generate "$DATA" --user-dir "$REPO/fairseq_fusion" --source-lang "$SRC" --target-lang "$TGT" \
-        --path "$ckpt" --gen-subset "$subset" --beam "$beam" --lenpen "$lenpen" --remove-bpe \
-        --max-tokens "${GEN_MAX_TOKENS:-8000}" --required-batch-size-multiple 1 --num-workers 0 $([[ "$N_GPUS" == 0 ]] && echo --cpu) ${GEN_ARGS:-} > "$gen"
-    local truecase=()
-    [[ "$TRUECASE" == 1 ]] && truecase=(--detruecase)
-    tool fusion-score-bleu --hyp "$gen" --hyp-format generate --ref "$DATA/tok/$subset.raw.$TGT" -t "$TGT" \
-        "${truecase[@]+"${truecase[@]}"}" --out "$out/$subset"
+        --path "$ckpt" --gen-subset "$subset" --beam "$beam" --lenpen "$lenpen" $(bpe_decoding_args) \
+        --max-tokens "${GEN_MAX_TOKENS:-8000}" --required-batch-size-multiple 1 --num-workers 0 $([[ "$N_GPUS" == 0 ]] && echo --cpu) \
+        "${GEN_EXTRA[@]+"${GEN_EXTRA[@]}"}" ${GEN_ARGS:-} > "$gen"
+    score_generation "$gen" "$subset" "$out/$subset"
+}
+
+bpe_decoding_args() {  # GPT-2 BPE (DATA/gpt2/ from prepare.sh): fairseq's gpt2 decoder; else subword-nmt's @@
+    if [[ -f "$DATA/gpt2/encoder.json" ]]; then
+        echo "--bpe gpt2 --gpt2-encoder-json $DATA/gpt2/encoder.json --gpt2-vocab-bpe $DATA/gpt2/vocab.bpe"
+    else
+        echo "--remove-bpe"
+    fi
+}
+
+score_generation() {  # GENERATE_OUTPUT SUBSET OUT: the task's metric (METRIC from settings.py)
+    local gen=$1 subset=$2 out=$3
+    case "${METRIC:-bleu}" in
+        bleu)
+            local truecase=()
+            [[ "$TRUECASE" == 1 ]] && truecase=(--detruecase)
+            tool fusion-score-bleu --hyp "$gen" --hyp-format generate --ref "$DATA/tok/$subset.raw.$TGT" -t "$TGT" \
+                "${truecase[@]+"${truecase[@]}"}" --out "$out" ;;
+        rouge)
+            tool fusion-score-rouge --hyp "$gen" --hyp-format generate --ref "$DATA/tok/$subset.raw.$TGT" --out "$out" ;;
+        m2)
+            [[ -f "$DATA/$subset.m2" ]] || die "$DATA/$subset.m2 not found: the gold edits of $subset (prepare.sh writes them)"
+            tool fusion-score-m2 --hyp "$gen" --hyp-format generate --gold "$DATA/$subset.m2" --out "$out" ;;
+        *) die "unknown metric $METRIC" ;;
+    esac
 }
 
 score_only() {  # --hyp FILE --ref FILE [--hyp-format F] [-t LANG]

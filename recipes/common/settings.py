@@ -95,6 +95,15 @@ TASKS = {
         ],
         valid=[("wmt17", "newstest2017")], test=[("wmt18", "newstest2018"), ("wmt15", "newstest2015")],
     ),
+    # Liu et al. 2021's other sequence-to-sequence tasks (A.1): their recipes prepare the data themselves
+    "cnndm_summarization": dict(
+        src="source", tgt="target", papers=["liu"], metric="rouge",  # See et al. 2017's non-anonymized CNN/DailyMail
+        train=[], valid=[(None, "val")], test=[(None, "test")],
+    ),
+    "conll14_gec": dict(
+        src="src", tgt="trg", papers=["liu"], metric="m2",  # NUCLE + Lang-8 (Chollampatt & Ng 2018), CoNLL-2014 test
+        train=[], valid=[(None, "dev")], test=[(None, "conll14")],
+    ),
     "multi30k_en_de": dict(
         src="en", tgt="de", papers=["multi30k"], local_default="multi30k",
         train=[], valid=[(None, "val")], test=[(None, "test_2016_flickr"), (None, "test_2017_flickr"), (None, "test_2017_mscoco")],
@@ -186,6 +195,16 @@ PAPERS = {
                                 arch_args={"transformer_surface_fusion": ["--surface-fusion-lambda", "0.8"]}),
             "wmt14_en_de": dict(batch_tokens=458752, updates={"base": 30000, "big": 30000}, dropout={"base": 0.3, "big": 0.3}, beam=5, lenpen=0.6),
             "wmt14_en_fr": dict(batch_tokens=458752, updates={"base": 80000, "big": 80000}, dropout={"base": 0.1, "big": 0.1}, beam=5, lenpen=0.9),
+            # Table 4 and A.1: CNN/DM base 64K tokens 70K steps dropout 0.1 beam 4 LP 2.0, min length 55, max 140,
+            # no repeated trigram (Paulus et al. 2018); SurfaceFusion lambda 0.8 (4.1)
+            "cnndm_summarization": dict(batch_tokens=64000, updates={"base": 70000, "big": 70000}, dropout={"base": 0.1, "big": 0.1},
+                                        beam=4, lenpen=2.0, gen_args=["--min-len", "55", "--max-len-b", "140", "--no-repeat-ngram-size", "3"],
+                                        arch_args={"transformer_surface_fusion": ["--surface-fusion-lambda", "0.8"]}),
+            # Table 4 and A.1: CoNLL base 64K 80K steps dropout 0.2 beam 6 LP 0.6; SwitchOut 0.8 source, 0.9 target;
+            # SurfaceFusion lambda 0.9 (4.1, the presets' value)
+            "conll14_gec": dict(batch_tokens=64000, updates={"base": 80000, "big": 80000}, dropout={"base": 0.2, "big": 0.2},
+                                beam=6, lenpen=0.6,
+                                model_args=["--task", "translation_switchout", "--switchout-tau-src", "0.8", "--switchout-tau-tgt", "0.9"]),
         }),
     ),
     "multi30k": dict(
@@ -231,6 +250,8 @@ REPORTED = [
     ("liu", "wmt16_ro_en", "vanilla / FGLA / hard / soft SurfaceFusion (base)", "newstest2016", "33.8 / 34.5 / 35.1 / 34.0", "tokenized (Table 2)"),
     ("liu", "wmt14_en_de", "vanilla / FGLA / hard / soft SurfaceFusion (big)", "newstest2014", "28.9 / 29.1 / 29.5 / 29.0", "tokenized (Table 2)"),
     ("liu", "wmt14_en_fr", "vanilla / FGLA / hard / soft SurfaceFusion (big)", "newstest2014", "43.4 / 43.5 / 43.9 / 43.6", "tokenized (Table 2)"),
+    ("liu", "cnndm_summarization", "vanilla / FGLA / SurfaceFusion (base)", "test", "ROUGE-1/2/L", "Table 2 (not in the extracted text)"),
+    ("liu", "conll14_gec", "vanilla / FGLA / SurfaceFusion (base)", "CoNLL-2014 test", "M2 P / R / F0.5", "Table 2 (not in the extracted text)"),
 ]
 
 
@@ -343,7 +364,7 @@ def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None,
         dropout=_pick(spec["dropout"], size, task), fp16=bool(n_gpus) and _pick(spec["fp16"], size, task),
         share=spec["share"], save_interval_updates=spec["save_interval_updates"],
         average=_pick(spec["average"], size, task), beam=spec["beam"], lenpen=spec["lenpen"],
-        max_positions=spec.get("max_positions"),
+        max_positions=spec.get("max_positions"), gen_args=list(spec.get("gen_args", [])),
         # the task's settings for the arch's technique (by arch-name prefix), e.g. SurfaceFusion's lambda on Ro-En
         model_args=list(spec.get("model_args", [])) + [
             a for prefix, extra in spec.get("arch_args", {}).items() if arch.startswith(prefix) for a in extra],
@@ -419,7 +440,7 @@ def main(argv=None):
             s = train_settings(a.task, a.arch, a.paper, a.n_gpus, a.max_tokens, flags=shlex.split(a.model_flags))
             d = data_settings(a.task, s["paper"])
             _emit(PAPER=s["paper"], SIZE=s["size"], CRITERION=s["criterion"], BEAM=s["beam"], LENPEN=s["lenpen"],
-                  AVERAGE=s["average"] or 0, SRC=d["src"], TGT=d["tgt"], TRUECASE=int(bpe_settings(a.task, s["paper"])["truecase"]),
+                  AVERAGE=s["average"] or 0, SRC=d["src"], TGT=d["tgt"], METRIC=task.get("metric", "bleu"), GEN_EXTRA=s["gen_args"], TRUECASE=int(bpe_settings(a.task, s["paper"])["truecase"]),
                   TRAIN_ARGS=train_command_args(s, a.n_gpus))
     except ValueError as e:
         print(f"echo {shlex.quote('error: ' + str(e))} >&2; exit 2")
@@ -438,11 +459,13 @@ def readme_table():
             b, d = bpe_settings(task, paper), data_settings(task, paper)
             bpe = (f"{b['merges']} / {b['threshold'] or '-'} / {'yes' if b['truecase'] else 'no'}" if not d["preprocessed"]
                    else "release: " + d["preprocessed"]["name"].split(" (")[0])
+            if t.get("metric") == "rouge":
+                bpe = "GPT-2 BPE (fairseq's files)"
             sets = f"{d['src']}->{d['tgt']}, {d['valid_name']} / {', '.join(n for _, n in d['test'])}"
             tr = dict(spec["train"])
             tr.update(tr.pop("by_task", {}).get(task, {}))
             if paper == "liu":  # Table 4: Ro-En base, En-De and En-Fr big
-                sizes = ["base"] if task == "wmt16_ro_en" else ["big"]
+                sizes = ["base"] if task in ("wmt16_ro_en", "cnndm_summarization", "conll14_gec") else ["big"]
             else:
                 sizes = ["base"] if paper == "multi30k" else ["base", "big"]
             reported = "; ".join(f"{sys_}: {bleu} ({what}, {test})" for p_, t_, sys_, test, bleu, what in REPORTED if p_ == paper and t_ == task)
