@@ -151,3 +151,7 @@ def test_summarization_recipe_end_to_end(tmp_path):
     masking = json.load(open(out + ".json"))
     assert masking["metric"] == "rougeL" and [r["masked_layer"] for r in masking["masked"]] == [0, 2]
     assert masking["generation"]["min_len"] == 55 and masking["generation"]["no_repeat_ngram_size"] == 3
+    heat = str(tmp_path / "heat")
+    run_cli(["fusion-layer-attention-map", "--path", str(fgla / "checkpoint_last.pt"), "--out", heat])
+    weights = json.load(open(heat + ".json"))["weights"]
+    assert os.path.exists(heat + ".png") and len(weights) == 2 and all(len(row) == 3 for row in weights)  # 2 decoder x (emb + 2)
