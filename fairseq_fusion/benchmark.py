@@ -1,11 +1,14 @@
-"""Benchmark harness: each arch against fairseq's stock ``transformer`` in the same run.
+"""Benchmark harness: each arch against fairseq's stock ``transformer`` in the same run, on the same work.
 
-For every arch (and ``transformer``), in a fresh subprocess so that peak memory is its own:
-build the model at the same size on the same binarized data, train with fairseq's
-``Trainer`` (the code path of fairseq-train; ``--fp16`` on CUDA) for warm-up updates and
-then measured updates (target words/s), then decode the test split with fairseq's
-``SequenceGenerator`` (beam 5, sentences/s). Prints a markdown table with ratios to
-``transformer`` and writes JSON. No timing is asserted anywhere.
+Every measurement runs in a fresh subprocess (so that peak memory is its own): build the model at
+the same size on the same binarized data, train with fairseq's ``Trainer`` (the code path of
+fairseq-train; ``--fp16`` on CUDA) for warm-up updates and then measured updates (target
+words/s), then decode the test split with fairseq's ``SequenceGenerator`` at the arch's paper's
+beam with a forced output length (``min_len = max_len``: no early end of sentence, so every arch
+decodes the same number of steps; sentences/s). Each arch is measured ``--repeats`` times, each
+time right after a ``transformer`` run (A B A B ...); the table shows the median ratio and its
+spread, the FLOP-ideal ratio (``FlopCounterMode`` on a training step and on the generator) and the
+papers' own ratios (``benchmark_report.py``). No timing is asserted anywhere.
 
 Memory (``peak_train_step_mb``) is the peak tensor memory of one training step
 (forward + backward + optimizer step through ``Trainer.train_step``), see
@@ -179,57 +182,73 @@ def measure(args):
     if cuda:
         torch.cuda.synchronize()
     train_wps = words / (time.perf_counter() - t0)
+
+    train_sample = sample
     memory = step_memory(trainer, sample, cuda)  # one more step on the last batch, after the timing
 
     task.load_dataset(args.gen_subset)
     dataset = task.dataset(args.gen_subset)
     gen_model = trainer.get_model().eval()
-    generator = SequenceGenerator([gen_model], task.target_dictionary, beam_size=5, max_len_a=1.2, max_len_b=10)
     order = dataset.ordered_indices()
     order = order[order < args.decode_sentences]
     batches = dataset.batch_by_size(order, max_sentences=args.decode_batch_size)
-    n_sent, t0 = 0, time.perf_counter()
-    with torch.no_grad():
-        for batch in batches:
-            sample = dataset.collater([dataset[j] for j in batch])
-            if cuda:
-                sample = utils.move_to_cuda(sample)
-            generator.generate([gen_model], sample)
-            n_sent += len(batch)
-    if cuda:
-        torch.cuda.synchronize()
-    decode_sps = n_sent / (time.perf_counter() - t0)
-    return {
+    decode_sps, flops = {}, {}
+    for beam in (int(b) for b in args.beams.split(",")):
+        # forced length: EOS is blocked before step L and forced at step L, for every arch alike
+        generator = SequenceGenerator([gen_model], task.target_dictionary, beam_size=beam, max_len_a=0,
+                                      max_len_b=args.decode_length, min_len=args.decode_length)
+        n_sent, t0 = 0, time.perf_counter()
+        with torch.no_grad():
+            for batch in batches:
+                sample = dataset.collater([dataset[j] for j in batch])
+                if cuda:
+                    sample = utils.move_to_cuda(sample)
+                hypos = generator.generate([gen_model], sample)
+                n_sent += len(batch)
+        if cuda:
+            torch.cuda.synchronize()
+        decode_sps[str(beam)] = n_sent / (time.perf_counter() - t0)
+        assert all(len(h[0]["tokens"]) == args.decode_length + 1 for h in hypos), "forced length not reached"
+        if args.count_flops:
+            first = dataset.collater([dataset[j] for j in batches[0]])
+            flops.setdefault("decode_per_token", {})[str(beam)] = count_flops(
+                lambda: generator.generate([gen_model], utils.move_to_cuda(first) if cuda else first), no_grad=True
+            ) / (len(batches[0]) * (args.decode_length + 1))
+    if args.count_flops:  # the same training batch for every arch (same data, seed and --max-tokens)
+        flops["train_per_token"] = count_flops(lambda: trainer.train_step([train_sample])) / float(train_sample["ntokens"])
+    result = {
         "arch": args.arch, "params": n_params, "train_words_per_s": train_wps, "decode_sentences_per_s": decode_sps,
-        **memory, "memory_batch": batch_shape(sample), "device": "cuda" + (" fp16" if args.fp16 else "") if cuda else "cpu",
-        "size": args.size, "updates_measured": args.updates, "sentences_decoded": n_sent,
+        **memory, "memory_batch": batch_shape(train_sample), "device": "cuda" + (" fp16" if args.fp16 else "") if cuda else "cpu",
+        "size": args.size, "updates_measured": args.updates, "sentences_decoded": n_sent, "decode_length": args.decode_length,
     }
+    if flops:
+        result["flops"] = flops
+    return result
+
+
+def count_flops(fn, no_grad=False):
+    """FLOPs of ``fn()`` as torch counts them (``FlopCounterMode``: matrix products, convolutions, attention)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        if no_grad:
+            with torch.no_grad():
+                fn()
+        else:
+            fn()
+    return float(counter.get_total_flops())
 
 
 MEMORY_HEADER = "peak train-step memory (MB)"
 
 
 def markdown_table(results, baseline="transformer"):
+    """The --memory-only table: peak train-step memory and its ratio to ``baseline``."""
     base = next((r for r in results if r["arch"] == baseline), None)
-
-    def ratio(r, key):
-        return f"{r[key] / base[key]:.2f}" if base else "-"
-
-    if all("train_words_per_s" not in r for r in results):  # --memory-only
-        lines = [f"| arch | params | {MEMORY_HEADER} | ratio to {baseline} |", "|---|---:|---:|---:|"]
-        lines += [f"| {r['arch']} | {r['params'] / 1e6:.2f}M | {r['peak_train_step_mb']:.0f} | {ratio(r, 'peak_train_step_mb')} |"
-                  for r in results]
-        return "\n".join(lines)
-    lines = [
-        f"| arch | params | train words/s | ratio | decode sent/s | ratio | {MEMORY_HEADER} | ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        lines.append(
-            f"| {r['arch']} | {r['params'] / 1e6:.2f}M | {r['train_words_per_s']:.0f} | {ratio(r, 'train_words_per_s')} | "
-            f"{r['decode_sentences_per_s']:.1f} | {ratio(r, 'decode_sentences_per_s')} | {r['peak_train_step_mb']:.0f} | "
-            f"{ratio(r, 'peak_train_step_mb')} |"
-        )
+    lines = [f"| arch | params | {MEMORY_HEADER} | ratio to {baseline} |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['arch']} | {r['params'] / 1e6:.2f}M | {r['peak_train_step_mb']:.0f} | "
+              f"{r['peak_train_step_mb'] / base['peak_train_step_mb']:.2f} |" if base else "-" for r in results]
     return "\n".join(lines)
 
 
@@ -254,6 +273,11 @@ def get_parser():
     p.add_argument("--gen-subset", default="test")
     p.add_argument("--decode-sentences", type=int, default=200)
     p.add_argument("--decode-batch-size", type=int, default=64)
+    p.add_argument("--decode-length", type=int, default=30, help="forced output length of decoding (tokens before EOS)")
+    p.add_argument("--beam", type=int, default=None, help="beam of every arch (default: the beam of the arch's paper, "
+                   "recipes/common/settings.py; 5 where no paper names one)")
+    p.add_argument("--repeats", type=int, default=3, help="measurements of each arch, each after its own transformer run")
+    p.add_argument("--no-flops", dest="count_flops", action="store_false", help="skip the FLOP counts")
     p.add_argument("--fp16", action="store_true", help="on CUDA: train and decode with --fp16")
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--memory-only", action="store_true",
@@ -262,35 +286,87 @@ def get_parser():
     p.add_argument("--out", default="benchmark.json", help="JSON output file")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--arch", help=argparse.SUPPRESS)
+    p.add_argument("--beams", default="5", help=argparse.SUPPRESS)
     return p
 
 
+def paper_beam(arch):
+    """The decoding beam of the arch's paper (its first task), from the recipes' settings; 5 without them."""
+    import importlib.util
+
+    from .data_paths import REPO_ROOT
+
+    path = os.path.join(REPO_ROOT, "recipes", "common", "settings.py")
+    if arch == "transformer" or not os.path.exists(path):
+        return 5
+    spec = importlib.util.spec_from_file_location("fusion_recipe_settings", path)
+    settings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(settings)
+    try:
+        paper = settings.paper_of(arch, "wmt14_en_de")
+        task = next(t for t, v in settings.TASKS.items() if paper in v["papers"])
+        return settings.train_settings(task, arch, paper)["beam"]
+    except ValueError:
+        return 5
+
+
+def run_worker(arch, argv, beams=None):
+    cmd = [sys.executable, "-m", "fairseq_fusion.benchmark", "--worker", "--arch", arch] + [a for a in argv if a != "--worker"]
+    if beams:
+        cmd += ["--beams", ",".join(str(b) for b in sorted(beams))]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not line:
+        raise SystemExit(f"fusion-benchmark: {arch} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(line[-1][len("RESULT "):])
+
+
 def main(args):
+    from . import benchmark_report
+
     if args.worker:
         print("RESULT " + json.dumps(measure(args)), flush=True)
         return
     if not os.path.isdir(args.data):
         raise SystemExit(f"fusion-benchmark: --data {args.data} is not a directory (expected binarized data from fusion-prepare-text)")
+    if args.repeats < 1:
+        raise SystemExit(f"fusion-benchmark: --repeats must be >= 1, got {args.repeats}")
     archs = fusion_archs() if args.archs == "all" else args.archs.split(",")
-    archs = ["transformer"] + [a for a in archs if a and a != "transformer"]
-    results = []
-    for i, arch in enumerate(archs):
-        print(f"| [{i + 1}/{len(archs)}] {arch} ...", flush=True)
-        cmd = [sys.executable, "-m", "fairseq_fusion.benchmark", "--worker", "--arch", arch] + [
-            a for a in sys.argv[1:] if a != "--worker"
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-        if proc.returncode != 0 or not line:
-            raise SystemExit(f"fusion-benchmark: {arch} failed:\n{proc.stderr[-3000:]}")
-        results.append(json.loads(line[-1][len("RESULT "):]))
-        r = results[-1]
-        speed = "" if args.memory_only else f"{r['train_words_per_s']:.0f} words/s, {r['decode_sentences_per_s']:.1f} sent/s, "
-        print(f"|   {speed}{r['peak_train_step_mb']:.0f} MB peak train step", flush=True)
-    table = markdown_table(results)
+    archs = [a for a in archs if a and a != "transformer"]
+    argv = sys.argv[1:]
+    settings = {k: v for k, v in vars(args).items() if k not in ("worker", "arch", "beams")}
+    if args.memory_only:  # deterministic: one run each
+        results = []
+        for i, arch in enumerate(["transformer"] + archs):
+            print(f"| [{i + 1}/{len(archs) + 1}] {arch} ...", flush=True)
+            results.append(run_worker(arch, argv))
+            print(f"|   {results[-1]['peak_train_step_mb']:.0f} MB peak train step", flush=True)
+        table = markdown_table(results)
+        print(table)
+        with open(args.out, "w") as f:
+            json.dump({"results": results, "table": table, "settings": settings}, f, indent=2)
+        print(f"| wrote {args.out}")
+        return
+    beams = {a: args.beam or paper_beam(a) for a in archs}
+    runs, total, k = [], args.repeats * len(archs) * 2, 0
+    for rep in range(args.repeats):
+        for arch in archs:  # A B A B ...: the transformer right before each arch
+            flops = [] if rep == 0 else ["--no-flops"]
+            for name, b in (("transformer", {beams[arch]}), (arch, {beams[arch]})):
+                k += 1
+                print(f"| [{k}/{total}] round {rep + 1}: {name} (beam {beams[arch]}) ...", flush=True)
+                r = run_worker(name, argv + flops, b)
+                r["beam"], r["round"] = beams[arch], rep + 1
+                runs.append(r)
+                with open(args.out, "w") as f:  # every finished run is kept, whatever happens later
+                    json.dump({"runs": runs, "settings": settings, "complete": False}, f, indent=2)
+                print(f"|   {r['train_words_per_s']:.0f} words/s, {r['decode_sentences_per_s'][str(beams[arch])]:.2f} sent/s, "
+                      f"{r['peak_train_step_mb']:.0f} MB", flush=True)
+    rows = benchmark_report.summarize(runs)
+    table = benchmark_report.markdown(rows)
     print(table)
     with open(args.out, "w") as f:
-        json.dump({"results": results, "table": table, "settings": {k: v for k, v in vars(args).items() if k not in ("worker", "arch")}}, f, indent=2)
+        json.dump({"runs": runs, "rows": rows, "table": table, "settings": settings, "complete": True}, f, indent=2)
     print(f"| wrote {args.out}")
 
 

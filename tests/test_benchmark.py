@@ -3,6 +3,7 @@ No timing is asserted."""
 import json
 import os
 
+import pytest
 import torch
 
 from fairseq_fusion import benchmark
@@ -28,8 +29,46 @@ def test_memory_table_has_memory_column_and_ratio():
     table = benchmark.markdown_table(rows)
     assert benchmark.MEMORY_HEADER in table.splitlines()[0]
     assert table.splitlines()[-1] == "| x | 3.00M | 160 | 1.60 |"
-    timed = [dict(r, train_words_per_s=10.0, decode_sentences_per_s=1.0) for r in rows]
-    assert benchmark.MEMORY_HEADER in benchmark.markdown_table(timed).splitlines()[0]
+
+
+def test_ratios_pair_each_run_with_the_transformer_run_before_it():
+    from fairseq_fusion import benchmark_report
+
+    def run(arch, wps, sps, flops=None):
+        r = {"arch": arch, "params": 1e6, "beam": 4, "train_words_per_s": wps, "decode_sentences_per_s": {"4": sps},
+             "peak_train_step_mb": 100.0 if arch == "transformer" else 130.0}
+        if flops:
+            r["flops"] = {"train_per_token": flops[0], "decode_per_token": {"4": flops[1]}}
+        return r
+
+    runs = [run("transformer", 100, 10, (6.0, 2.0)), run("x", 80, 9, (8.0, 2.5)),  # pair 1: 0.8, 0.9
+            run("transformer", 50, 20), run("x", 45, 12),  # a slow round: 0.9, 0.6
+            run("transformer", 100, 10), run("x", 70, 10)]  # 0.7, 1.0
+    (row,) = benchmark_report.summarize(runs)
+    assert row["train"] == pytest.approx((0.8, 0.7, 0.9)) and row["decode"] == pytest.approx((0.9, 0.6, 1.0))
+    assert row["flop_ideal_train"] == pytest.approx(0.75) and row["flop_ideal_decode"] == pytest.approx(0.8)
+    assert row["efficiency_train"] == pytest.approx(0.8 / 0.75) and row["efficiency_decode"] == pytest.approx(0.9 / 0.8)
+    assert row["memory"] == pytest.approx(1.3) and row["runs"] == 3
+    assert "| x | 1.0M | 4 | 0.80 (0.70-0.90) | 0.75 | 1.07 | - | 0.90 (0.60-1.00) | 0.80 | 1.12 | - | 1.30 |" in \
+        benchmark_report.markdown([row])
+
+
+def test_timed_run_decodes_a_forced_length_and_counts_flops(multi30k_slice, tmp_path):
+    """Every arch decodes exactly --decode-length tokens; the FLOP count of fusion_transformer (flags off) equals the
+    transformer's, and the simplified decoder (no decoder FFN) counts fewer; runs alternate A B A B."""
+    out = tmp_path / "timed.json"
+    run_cli(["fusion-benchmark", "--data", multi30k_slice, "--archs", "fusion_transformer,transformer_simplified_decoder",
+             "--size", "tiny", "--cpu", "--repeats", "2", "--updates", "2", "--warmup-updates", "1", "--decode-sentences", "8",
+             "--decode-length", "6", "--max-tokens", "1024", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert data["complete"] and [r["arch"] for r in data["runs"]] == ["transformer", "fusion_transformer", "transformer",
+                                                                        "transformer_simplified_decoder"] * 2
+    rows = {r["arch"]: r for r in data["rows"]}
+    assert rows["fusion_transformer"]["flop_ideal_train"] == pytest.approx(1.0)
+    assert rows["fusion_transformer"]["flop_ideal_decode"] == pytest.approx(1.0)
+    assert rows["transformer_simplified_decoder"]["flop_ideal_train"] > 1.0
+    assert rows["transformer_simplified_decoder"]["beam"] == 10 and rows["fusion_transformer"]["beam"] == 4  # the papers'
+    assert all("flops" in r for r in data["runs"][:4]) and not any("flops" in r for r in data["runs"][4:])
 
 
 def test_memory_only_end_to_end(multi30k_slice, tmp_path):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark archs against fairseq's stock transformer on binarized Multi30k.
-#   ARCHS=a,b,c|all SIZE=small|base|big BIN=demo_work/data-bin OUT=recipes/benchmark/last_run.json bash recipes/benchmark/run.sh [extra fusion-benchmark flags]
+#   ARCHS=a,b,c|all SIZE=small|base|big (each arch 3 times, after its own transformer run) BIN=demo_work/data-bin OUT=recipes/benchmark/last_run.json bash recipes/benchmark/run.sh [extra fusion-benchmark flags]
 # On CUDA, add --fp16. Prepares the data with the demo's settings when BIN is missing.
 # Peak train-step memory only (make bench-memory): ARCHS=all SIZE=base bash recipes/benchmark/run.sh --memory-only --max-tokens 4096
 set -euo pipefail
@@ -9,7 +9,8 @@ DATA=${DATA:-$REPO/../shared/data}
 BIN=${BIN:-$REPO/demo_work/data-bin}
 SIZE=${SIZE:-small}
 OUT=${OUT:-$REPO/recipes/benchmark/last_run.json}
-ARCHS=${ARCHS:-$(python -c "import fairseq_fusion; from fairseq.models import ARCH_MODEL_REGISTRY as R; from fairseq_fusion.models import FusionTransformerModel as F; print(','.join(sorted(a for a in R if R[a] is F and not a.endswith('_big'))))")}
+# default: one model of each technique the papers name (ARCHS=all: every registered arch, much longer)
+ARCHS=${ARCHS:-transformer_lexical_shortcuts_ff,transformer_hierarchical_aggregation,transformer_multilayer_attention,transformer_phrase,transformer_simplified_decoder,transformer_fine_grained_layer_attention,transformer_surface_fusion}
 if [ ! -e "$BIN/.done" ]; then
   fusion-prepare-text -s en -t de --trainpref "$DATA/multi30k/train" --validpref "$DATA/multi30k/val" \
     --testpref "$DATA/multi30k/test_2016_flickr" --destdir "$BIN" --bpe-merges 4000
