@@ -120,7 +120,12 @@ class LayerAttention(nn.Module):
         """Encoder hook: out[MEMORY_KEY] = [S^m for each attending decoder layer m]."""
         inputs = torch.stack(self.layer_inputs(out), dim=0)  # S x T x B x C
         weights = self.layer_weights()  # A x S x D
-        mixes = [torch.einsum("stbc,sc->tbc", inputs, w.expand(-1, inputs.size(-1))) for w in weights]
+        # every attending layer's mix in one product (one per-layer einsum copied the whole stack each time)
+        if weights.size(-1) == 1:  # coarse: one weight per encoder layer, a plain matrix product
+            s, t, b, c = inputs.shape
+            mixes = (weights[..., 0] @ inputs.reshape(s, -1)).view(-1, t, b, c).unbind(0)
+        else:
+            mixes = torch.einsum("stbc,asc->atbc", inputs, weights).unbind(0)
         if self.mix_norm is not None:
             mixes = [self.mix_norm(mix) for mix in mixes]
         out[MEMORY_KEY] = [F.dropout(mix, p=self.mix_dropout, training=self.training) for mix in mixes]
