@@ -100,10 +100,6 @@ TASKS = {
         src="source", tgt="target", papers=["liu"], metric="rouge",  # See et al. 2017's non-anonymized CNN/DailyMail
         train=[], valid=[(None, "val")], test=[(None, "test")],
     ),
-    "conll14_gec": dict(
-        src="src", tgt="trg", papers=["liu"], metric="m2",  # NUCLE + Lang-8 (Chollampatt & Ng 2018), CoNLL-2014 test
-        train=[], valid=[(None, "dev")], test=[(None, "conll14")],
-    ),
     "multi30k_en_de": dict(
         src="en", tgt="de", papers=["multi30k"], local_default="multi30k",
         train=[], valid=[(None, "val")], test=[(None, "test_2016_flickr"), (None, "test_2017_flickr"), (None, "test_2017_mscoco")],
