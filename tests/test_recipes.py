@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(REPO, "recipes", "common"))
 import settings  # noqa: E402
 
 TASKS = ["wmt14_en_de", "wmt14_en_fr", "wmt16_ro_en", "wmt17_zh_en", "wmt17_en_ru", "wmt18_en_cs", "wmt18_en_fi", "multi30k_en_de",
-         "cnndm_summarization"]
+         "cnndm_summarization", "conll14_gec"]
 FUSION_ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m.__name__ == "FusionTransformerModel")
 
 

@@ -88,3 +88,6 @@ def _rouge(kind):
 
 for _kind in ("rouge1", "rouge2", "rougeL"):
     register_metric(_kind, _rouge(_kind))
+
+
+from . import m2  # noqa: E402,F401  (registers m2:GOLD.m2; imports this module's register_metric_factory)

@@ -1,6 +1,6 @@
 """fusion-prepare: raw parallel text -> Moses tokens -> joint BPE -> fairseq-preprocess.
 
-Reads ``PREFIX.LANG`` or ``PREFIX.LANG.gz`` for each split, tokenizes with sacremoses,
+Reads ``PREFIX.LANG`` or ``PREFIX.LANG.gz`` for each split, tokenizes with sacremoses (or keeps the tokens: ``--tokenizer none``),
 learns joint BPE on the training data of both languages (subword-nmt, or fastBPE for
 applying the codes), and binarizes with ``fairseq-preprocess --joined-dictionary`` (or one dictionary
 per language with ``--separate-dictionaries``, e.g. for Zh-En without shared embeddings).
@@ -95,7 +95,9 @@ def _tokenize(line):
     return _TOKENIZER.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
 
 
-def tokenize(lines, lang, workers, desc, normalize=False, segmenter="none"):
+def tokenize(lines, lang, workers, desc, normalize=False, segmenter="none", tokenizer="moses"):
+    if tokenizer == "none":  # already tokenized: the tokens stay as they are (only spacing is normalized)
+        return [" ".join(line.split()) for line in lines]
     if lang in CJK_LANGS and segmenter == "none":
         check_segmented(lines, f"the {lang} text ({desc})")
     elif lang in CJK_LANGS:
@@ -224,6 +226,9 @@ def get_parser():
     p.add_argument("--zh-segmenter", choices=["jieba", "none"], default="jieba",
                    help="word segmentation of Chinese (zh) before tokenizing: jieba (default) or none for text that is "
                    "already segmented (unsegmented text is refused)")
+    p.add_argument("--tokenizer", choices=["moses", "none"], default="moses",
+                   help="moses (default): sacremoses; none: the text is already tokenized and stays so, e.g. the GEC "
+                   "corpora, whose M2 edit offsets count their tokens")
     p.add_argument("--separate-dictionaries", action="store_true",
                    help="one dictionary per language (default: a joined dictionary, which --share-all-embeddings needs)")
     p.add_argument("--separate-bpe", action="store_true",
@@ -284,7 +289,7 @@ def add_test_sets(args):
                     write_lines(os.path.join(tok_dir, f"{name}.raw.{lang}"), read_lines(raw_tests[i], lang, args.max_lines))
                 continue
             tok = tokenize(raw[lang], lang, args.workers, f"tokenize {name}.{lang}", manifest.get("normalize_punctuation", False),
-                           manifest.get("zh_segmenter", "none"))
+                           manifest.get("zh_segmenter", "none"), manifest.get("tokenizer", {}).get("name", "moses"))
             if manifest.get("truecase"):
                 from sacremoses import MosesTruecaser
 
@@ -332,7 +337,7 @@ def main(args):
         if len(raw[src]) != len(raw[tgt]):
             sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
         tok = {lang: tokenize(raw[lang], lang, args.workers, f"tokenize {split}.{lang}", args.normalize_punctuation,
-                              args.zh_segmenter)
+                              args.zh_segmenter, args.tokenizer)
                for lang in (src, tgt)}
         if split == "train":
             tok[src], tok[tgt] = clean_pairs(tok[src], tok[tgt], args.max_len, args.max_ratio)
@@ -419,7 +424,8 @@ def write_manifest(args):
     """DESTDIR/prepare.json: how the text was preprocessed (read by ``TextPipeline``)."""
     manifest = {
         "source_lang": args.source_lang, "target_lang": args.target_lang,
-        "tokenizer": {"name": "sacremoses", "escape": False, "aggressive_dash_splits": True},
+        "tokenizer": ({"name": "none"} if getattr(args, "tokenizer", "moses") == "none" else
+                      {"name": "sacremoses", "escape": False, "aggressive_dash_splits": True}),
         "truecase": bool(args.truecase), "bpe_merges": args.bpe_merges, "bpe_tool": args.bpe_tool,
         "bpe_vocab_threshold": args.bpe_vocab_threshold,
         "joined_dictionary": not args.separate_dictionaries,
@@ -456,7 +462,7 @@ class TextPipeline:
                     f"{destdir} was binarized from already-preprocessed text without its BPE codes (--bpe-codes), so raw "
                     f"{lang} text cannot be processed like it: give tokenized, BPE'd input (e.g. --input-format bpe)")
             raise FileNotFoundError(f"{codes} not found: expected a folder written by fusion-prepare-text")
-        self.tokenizer = MosesTokenizer(lang=lang)
+        self.tokenizer = None if manifest.get("tokenizer", {}).get("name") == "none" else MosesTokenizer(lang=lang)
         self.normalizer = punctuation_normalizer(lang) if manifest.get("normalize_punctuation") else None
         self.segment = chinese_segmenter(manifest.get("zh_segmenter", "none")) if lang in CJK_LANGS else None
         self.truecaser = None
@@ -476,7 +482,10 @@ class TextPipeline:
             line = self.normalizer.normalize(line)
         if self.segment is not None:
             line = self.segment(line)
-        tok = self.tokenizer.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
+        if self.tokenizer is None:  # --tokenizer none: the input is tokenized already
+            tok = " ".join(line.split())
+        else:
+            tok = self.tokenizer.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
         return self.truecaser.truecase(tok, return_str=True) if self.truecaser is not None else tok
 
     def __call__(self, line):

@@ -100,6 +100,13 @@ TASKS = {
         src="source", tgt="target", papers=["liu"], metric="rouge",  # See et al. 2017's non-anonymized CNN/DailyMail
         train=[], valid=[(None, "val")], test=[(None, "test")],
     ),
+    # CoNLL-2014 grammatical error correction (Chollampatt & Ng 2018's preprocessing, Liu et al. A.1): the training data
+    # needs registration (prepare.sh --local); the test set's gold edits are public
+    "conll14_gec": dict(
+        src="src", tgt="trg", papers=["liu"], metric="m2", train=[], valid=[(None, "dev")], test=[(None, "conll14")],
+        registration=[("NUCLE release 3.2 (the NUS Corpus of Learner English)", "https://www.comp.nus.edu.sg/~nlp/corpora.html"),
+                      ("Lang-8 Learner Corpora v2 (lang-8-20111007-L1-v2.dat)", "https://sites.google.com/site/naistlang8corpora/")],
+    ),
     "multi30k_en_de": dict(
         src="en", tgt="de", papers=["multi30k"], local_default="multi30k",
         train=[], valid=[(None, "val")], test=[(None, "test_2016_flickr"), (None, "test_2017_flickr"), (None, "test_2017_mscoco")],
@@ -178,7 +185,9 @@ PAPERS = {
         # En-De / En-Fr follow Ott et al. 2018, i.e. fairseq's prepare scripts (length ratio 1.5)
         # (Ro-En: Lee et al. 2018's preprocessed data, ratio not given: Moses' 9)
         bpe={"default": dict(merges=32000, max_ratio=1.5), "wmt16_ro_en": dict(merges=40000, max_ratio=9.0),
-             "wmt14_en_fr": dict(merges=40000, max_ratio=1.5)},
+             "wmt14_en_fr": dict(merges=40000, max_ratio=1.5),
+             # mlconvgec2018: 30k merges (its training/preprocess.sh), pairs of 1-80 tokens (clean-corpus-n.perl 1 80)
+             "conll14_gec": dict(merges=30000, max_len=80, max_ratio=9.0)},
         # A.1: Ro-En and En-De are the preprocessed data of Lee et al. / Ott et al.; En-Fr dev newstest2012+2013
         data={"wmt16_ro_en": dict(preprocessed=LEE_WMT16_EN_RO), "wmt14_en_de": dict(preprocessed=GOOGLE_WMT16_EN_DE),
               "wmt14_en_fr": dict(valid=[("wmt12", "newstest2012"), ("wmt13", "newstest2013")])},
