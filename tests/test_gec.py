@@ -316,8 +316,8 @@ def test_m2_metric_scores_the_first_sentences(tmp_path):
 # -------------------------------------------------------------------------------------- the recipe
 def test_gec_recipe_end_to_end(tmp_path):
     """prepare (mlconvgec2018's folder layout, tokens kept, unchanged pairs dropped) -> train SurfaceFusion and FGLA
-    with SwitchOut -> evaluate with beam 6, LP 0.6 -> M2; then layer masking of the FGLA model scored with F0.5,
-    on learner-like errors put into Multi30k sentences."""
+    with SwitchOut -> evaluate with beam 6, LP 0.6 -> M2; then layer masking of the FGLA model scored with F0.5
+    and its layer-attention map, on learner-like errors put into Multi30k sentences."""
     local = tmp_path / "mlconvgec"
     local.mkdir()
     train = synthetic_gec(300, seed=4, start=1000)
@@ -371,3 +371,7 @@ def test_gec_recipe_end_to_end(tmp_path):
     masking = json.load(open(out + ".json"))
     assert masking["metric"].startswith("m2:") and [r["masked_layer"] for r in masking["masked"]] == [0, 2]
     assert all(r["sentences"] == 10 for r in masking["masked"])
+    heat = str(tmp_path / "heat")
+    run_cli(["fusion-layer-attention-map", "--path", str(fgla / "checkpoint_last.pt"), "--out", heat])
+    weights = json.load(open(heat + ".json"))["weights"]
+    assert os.path.exists(heat + ".png") and len(weights) == 2 and all(len(row) == 3 for row in weights)  # 2 decoder x (emb + 2)
