@@ -33,17 +33,30 @@ ENCODER_OUT_BATCH_DIMS = {
     "fc_results": 1,
     "src_tokens": 0,
     "src_lengths": 0,
+    "fusion_row_sentence": 0,
 }
+# which input sentence each row of the encoder output encodes (B,): beam search reorders the output at every
+# step, but while each row keeps a row of the same sentence (the batch unchanged, beams permuted) no value
+# changes, so ``reorder_encoder_out`` skips the copies (the same reasoning as fairseq's encoder-decoder
+# attention, which skips reordering its static keys while the batch size is unchanged; exact here for any order)
+ROW_SENTENCE = "fusion_row_sentence"
 
 
 def reorder_tensor_lists(out: Dict[str, List[Tensor]], batch_dims: Dict[str, int], new_order):
-    """Index every tensor of ``out`` along its batch dim; a key without a known dim is an error."""
+    """Index every tensor of ``out`` along its batch dim; a key without a known dim is an error.
+
+    With ``out[ROW_SENTENCE]``, an order under which every row gets a row of the same sentence
+    returns ``out`` as it is (its values would not change)."""
     unknown = sorted(set(out) - set(batch_dims))
     if unknown:
         raise KeyError(
             f"encoder output keys {unknown} have no batch dimension registered: add them to "
             "the encoder's extra_out_batch_dims so beam search can reorder them"
         )
+    rows = out.get(ROW_SENTENCE)
+    if rows is not None and len(rows) == 1 and new_order.numel() == rows[0].numel():
+        if torch.equal(rows[0].index_select(0, new_order), rows[0]):
+            return dict(out)
     return {
         key: [t if t is None else t.index_select(batch_dims[key], new_order) for t in tensors]
         for key, tensors in out.items()
@@ -132,6 +145,7 @@ class FusionTransformerEncoder(TransformerEncoderBase):
             "fc_results": [],
             "src_tokens": [],
             "src_lengths": [src_lengths],
+            ROW_SENTENCE: [torch.arange(src_tokens.size(0), device=src_tokens.device)],
         }
         self.add_extra_outputs(out, ctx)
         if not (return_all_hiddens or self.states_for_decoder):

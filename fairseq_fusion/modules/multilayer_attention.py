@@ -36,6 +36,7 @@ import math
 from typing import Dict, List, Optional
 
 import torch
+import torch.nn.functional as F
 from fairseq import utils
 from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
@@ -148,6 +149,17 @@ class MultiLayerSelfAttention(MultiheadAttention):
         ``out_proj`` (default: this module's)."""
         tgt_len, bsz, dim = q.shape
         src_len, heads, head_dim = k.size(0), self.num_heads, self.head_dim
+        if not (self.training and self.dropout_module.p > 0):  # torch's fused kernel, same softmax(q k^T + mask) v
+            mask = None if attn_mask is None else attn_mask.to(q.dtype)
+            if key_padding_mask is not None:
+                pad = torch.zeros(bsz, 1, 1, src_len, dtype=q.dtype, device=q.device).masked_fill(
+                    key_padding_mask.view(bsz, 1, 1, src_len).bool(), float("-inf"))
+                mask = pad if mask is None else mask + pad
+            split = lambda t, n: t.contiguous().view(n, bsz, heads, head_dim).permute(1, 2, 0, 3)  # noqa: E731
+            out = F.scaled_dot_product_attention(split(q, tgt_len), split(k, src_len), split(v, src_len),
+                                                 attn_mask=mask, scale=1.0)  # q is scaled already
+            out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, dim)
+            return (self.out_proj if out_proj is None else out_proj)(out)
         q = q.contiguous().view(tgt_len, bsz * heads, head_dim).transpose(0, 1)
         k = k.contiguous().view(src_len, bsz * heads, head_dim).transpose(0, 1)
         v = v.contiguous().view(src_len, bsz * heads, head_dim).transpose(0, 1)

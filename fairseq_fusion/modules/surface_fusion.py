@@ -89,7 +89,9 @@ class SurfaceAttention(nn.Module):
     def split_heads(self, x):  # B x L x C -> B x H x L x hd
         return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None):
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, rows=None):
+        """``rows``: the input sentence of each batch row (the encoder output's ``fusion_row_sentence``); kept
+        with the cached keys/values so that a beam reorder within sentences skips copying them."""
         cached = self.get_incremental_state(incremental_state, "kv") if incremental_state is not None else None
         if cached is not None:
             k, v, key_padding_mask = cached["k"], cached["v"], cached["mask"]
@@ -97,18 +99,25 @@ class SurfaceAttention(nn.Module):
             k = self.split_heads(self.k_proj(key).transpose(0, 1))
             v = self.split_heads(self.v_proj(value).transpose(0, 1))
             if incremental_state is not None:
-                self.set_incremental_state(incremental_state, "kv", {"k": k, "v": v, "mask": key_padding_mask})
-        q = self.split_heads(self.q_proj(query)) * self.scaling
-        scores = torch.matmul(q, k.transpose(2, 3))  # B x H x T x S
-        if key_padding_mask is not None:
-            scores = scores.masked_fill(key_padding_mask[:, None, None, :].to(torch.bool), float("-inf"))
-        probs = F.dropout(torch.softmax(scores.float(), dim=-1).type_as(scores), p=self.dropout, training=self.training)
-        out = torch.matmul(probs, v).transpose(1, 2).reshape(query.size(0), query.size(1), -1)
-        return self.out_proj(out)
+                self.set_incremental_state(incremental_state, "kv", {"k": k, "v": v, "mask": key_padding_mask, "rows": rows})
+        q = self.split_heads(self.q_proj(query))
+        if not self.training or self.dropout == 0.0:  # torch's fused kernel (the same softmax(q k^T / sqrt(hd)) v)
+            keep = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :].to(torch.bool)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        else:
+            scores = torch.matmul(q * self.scaling, k.transpose(2, 3))  # B x H x T x S
+            if key_padding_mask is not None:
+                scores = scores.masked_fill(key_padding_mask[:, None, None, :].to(torch.bool), float("-inf"))
+            probs = F.dropout(torch.softmax(scores.float(), dim=-1).type_as(scores), p=self.dropout, training=self.training)
+            out = torch.matmul(probs, v)
+        return self.out_proj(out.transpose(1, 2).reshape(query.size(0), query.size(1), -1))
 
     def reorder_incremental_state(self, incremental_state: Dict[str, Dict[str, Optional[Tensor]]], new_order: Tensor):
         cached = self.get_incremental_state(incremental_state, "kv")
         if cached is not None:
+            rows = cached.get("rows")
+            if rows is not None and rows.numel() == new_order.numel() and torch.equal(rows.index_select(0, new_order), rows):
+                return incremental_state  # beams permuted within their sentences: the cached values stay the same
             cached = {name: None if t is None else t.index_select(0, new_order) for name, t in cached.items()}
             self.set_incremental_state(incremental_state, "kv", cached)
         return incremental_state
@@ -156,7 +165,8 @@ class SurfaceFusion(nn.Module):
         padding_mask = None
         if len(encoder_out["encoder_padding_mask"]) > 0:
             padding_mask = encoder_out["encoder_padding_mask"][0]
-        return self.attn(features, keys, values, padding_mask, incremental_state)
+        rows = encoder_out.get("fusion_row_sentence")
+        return self.attn(features, keys, values, padding_mask, incremental_state, rows[0] if rows else None)
 
     def add_surface_logits(self, decoder, features, extra, ctx):
         """Decoder hook: extra[LOGITS_KEY] = V^T r (B x T x |V|), last step only when incremental."""
