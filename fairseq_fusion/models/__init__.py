@@ -11,3 +11,7 @@ from .fusion_transformer import FusionTransformerModel  # noqa: F401
 for _file in sorted(os.listdir(os.path.dirname(__file__))):
     if _file.startswith("archs") and _file.endswith(".py"):
         importlib.import_module(__name__ + "." + _file[:-3])
+
+from .fusion_config import wrap_registered_archs  # noqa: E402
+
+wrap_registered_archs()  # fairseq-hydra-train: YAML model sections checked, options version set

@@ -401,6 +401,76 @@ def train_command_args(s, n_gpus=0):
     return args + list(s["model_args"])
 
 
+# fairseq-hydra-train: one YAML per paper's headline arch (recipes/hydra/ARCH.yaml, written by `settings.py hydra`)
+# (task, arch); Liu et al.'s base-size SurfaceFusion result is on Ro-En (on En-De they train big models)
+HYDRA_HEADLINE = {"emelin": ("wmt14_en_de", "transformer_lexical_shortcuts_ff"),
+                  "dou": ("wmt14_en_de", "transformer_hierarchical_aggregation"),
+                  "xu": ("wmt14_en_de", "transformer_phrase"), "yang": ("wmt14_en_de", "transformer_simplified_decoder"),
+                  "liu": ("wmt16_ro_en", "transformer_surface_fusion")}
+HYDRA_GROUPS = ("common", "distributed_training", "dataset", "optimization", "checkpoint", "criterion", "optimizer",
+                "lr_scheduler")
+
+
+def hydra_config(task, arch, n_gpus=8):
+    """The fairseq-hydra-train config of ``train_command_args`` for ``arch`` on ``task``: the values that differ
+    from fairseq's defaults (of the same criterion, optimizer and scheduler), each in its config group; the
+    model section holds the preset (``_name``) and the model flags it is given."""
+    import logging
+    import warnings
+    from argparse import Namespace
+
+    from fairseq import options
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.registry import REGISTRIES
+    from omegaconf import OmegaConf
+
+    from fairseq_fusion.models.fusion_config import model_actions
+
+    s = train_settings(task, arch, n_gpus=n_gpus)
+    d = data_settings(task, s["paper"])
+    argv = ["DATA", *train_command_args(s, n_gpus)]
+    base_argv = ["DATA", "--arch", arch, "--criterion", s["criterion"], "--optimizer", "adam", "--lr-scheduler", "inverse_sqrt"]
+    with warnings.catch_warnings():  # hydra's compose deprecation notices, not about these settings
+        warnings.simplefilter("ignore")
+        level = logging.root.manager.disable
+        logging.disable(logging.WARNING)
+        try:
+            args, base = (options.parse_args_and_arch(options.get_training_parser(), a) for a in (argv, base_argv))
+            cfg, cfg0 = convert_namespace_to_omegaconf(args), convert_namespace_to_omegaconf(base)
+        finally:
+            logging.disable(level)
+    schema = OmegaConf.structured(FairseqConfig)
+
+    def interpolated(group, key):  # e.g. optimizer.lr: ${optimization.lr}; kept as the interpolation
+        node = schema[group] if OmegaConf.is_config(schema[group]) else None
+        if node is None:
+            registry = REGISTRIES.get(group)
+            dc = registry and registry["dataclass_registry"].get(cfg[group]["_name"])
+            node = OmegaConf.structured(dc) if dc else None
+        return node is not None and key in node and OmegaConf.is_interpolation(node, key)
+
+    out = {"common": {"user_dir": "fairseq_fusion"}}
+    for group in HYDRA_GROUPS:
+        new, old = cfg[group], cfg0[group]
+        changed = {k: new[k] for k in new if (k == "_name" and new[k] is not None or k != "_name" and new[k] != old.get(k))
+                   and not interpolated(group, k)}
+        if group in ("criterion", "optimizer", "lr_scheduler") or len(changed) > ("_name" in changed):
+            out.setdefault(group, {}).update(changed)
+    model, model0 = vars(cfg.model) if isinstance(cfg.model, Namespace) else cfg.model, vars(base)
+    flags = model_actions()
+    out["model"] = {"_name": arch, **{k: model[k] for k in sorted(flags) if k in model and model[k] != model0.get(k)}}
+    out["task"] = {"_name": "translation", "data": "???", "source_lang": d["src"], "target_lang": d["tgt"]}
+    order = ["common", "task", "model", "criterion", "optimizer", "lr_scheduler", "optimization", "dataset",
+             "distributed_training", "checkpoint"]
+    out = {k: OmegaConf.to_container(OmegaConf.create(out[k])) for k in order if k in out}
+    header = (f"# @package _global_\n# {arch} on {task} as {s['paper']} trained it, for {n_gpus} GPUs (written by\n"
+              f"# `python recipes/common/settings.py hydra --task {task} --arch {arch} --n-gpus {n_gpus}`; the same\n"
+              f"# settings as recipes/{task}/train.sh). Run from the repository root:\n"
+              f"#   fairseq-hydra-train --config-dir recipes/hydra --config-name {arch} task.data=DATA_BIN\n")
+    return header + OmegaConf.to_yaml(OmegaConf.create(out), sort_keys=False)
+
+
 def _emit(**values):
     for k, v in values.items():
         if isinstance(v, (list, tuple)):
@@ -411,7 +481,7 @@ def _emit(**values):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="print the shell settings of a recipe step")
-    p.add_argument("step", choices=["prepare", "paper", "train", "readme-table"])
+    p.add_argument("step", choices=["prepare", "paper", "train", "readme-table", "hydra"])
     p.add_argument("--task", default=None)
     p.add_argument("--paper", default=None)
     p.add_argument("--arch", default=None)
@@ -422,6 +492,9 @@ def main(argv=None):
     try:
         if a.step == "readme-table":
             print(readme_table())
+            return
+        if a.step == "hydra":
+            print(hydra_config(a.task, a.arch, a.n_gpus), end="")
             return
         task = check_task(a.task)
         if a.step == "prepare":

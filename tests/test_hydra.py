@@ -1,0 +1,125 @@
+"""fairseq-hydra-train: YAML model sections, the shipped configs, and the same model as the --arch path."""
+import argparse
+import os
+import sys
+
+import pytest
+import torch
+from conftest import REPO, run_cli
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+from omegaconf import OmegaConf, open_dict
+
+from fairseq_fusion import fusion_options
+from fairseq_fusion.models import FusionTransformerModel
+from fairseq_fusion.models.fusion_config import FusionTransformerConfig, check_model_config, model_actions
+
+sys.path.insert(0, os.path.join(REPO, "recipes", "common"))
+import settings  # noqa: E402
+
+HYDRA_DIR = os.path.join(REPO, "recipes", "hydra")
+FUSION_ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel)
+TINY = {"encoder_layers": 2, "decoder_layers": 2, "encoder_embed_dim": 32, "decoder_embed_dim": 32,
+        "encoder_ffn_embed_dim": 64, "decoder_ffn_embed_dim": 64, "encoder_attention_heads": 2, "decoder_attention_heads": 2}
+
+
+def hydra_args(arch, **model):
+    """What fairseq's build_model does with a YAML ``model:`` section: the arch function on the DictConfig."""
+    cfg = OmegaConf.create({"_name": arch, **model})
+    OmegaConf.set_struct(cfg, True)
+    with open_dict(cfg):
+        ARCH_CONFIG_REGISTRY[arch](cfg)
+    return cfg
+
+
+@pytest.mark.parametrize("arch", FUSION_ARCHS)
+def test_yaml_model_section_gives_the_arch_flags(arch):
+    """Every preset from a YAML section (just ``_name``) has the flag values of ``--arch`` on the command line,
+    the current options version included (a DictConfig without it would get the legacy values)."""
+    legacy = settings.model_args(arch)
+    cfg = hydra_args(arch)
+    flags = [f.name for g in fusion_options.GROUPS for f in g.flags] + ["encoder_embed_dim", "encoder_layers",
+                                                                        "decoder_layers", "share_all_embeddings"]
+    differ = {f: (cfg.get(f), getattr(legacy, f, None)) for f in flags if cfg.get(f) != getattr(legacy, f, None)}
+    assert not differ, f"YAML vs --arch: {differ}"
+    assert cfg[fusion_options.VERSION_KEY] == fusion_options.OPTIONS_VERSION
+
+
+def test_yaml_values_override_the_preset():
+    cfg = hydra_args("transformer_surface_fusion", surface_fusion_lambda=0.7, **TINY)
+    assert cfg.surface_fusion_lambda == 0.7 and cfg.encoder_embed_dim == 32
+    assert settings.model_args("transformer_surface_fusion").surface_fusion_lambda != 0.7
+
+
+def test_config_dataclass_is_generated_from_the_flags():
+    fields = FusionTransformerConfig.__dataclass_fields__
+    for group in fusion_options.GROUPS:
+        for flag in group.flags:
+            assert flag.name in fields and fields[flag.name].metadata["help"] == flag.help
+            if flag.choices:
+                assert fields[flag.name].metadata["choices"] == list(flag.choices)
+    assert {"encoder_embed_dim", "decoder_layers", "share_all_embeddings", "checkpoint_activations"} <= set(fields)
+    assert set(fields) - {"_name"} == set(model_actions())
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"lexical_shortcut": True}, "did you mean lexical_shortcuts"),
+    ({"encoder_layers": "two"}, "encoder_layers"),
+    ({"surface_fusion": "hardest"}, "surface_fusion: 'hardest' is not one of"),
+    ({"share_all_embeddings": "maybe"}, "share_all_embeddings"),
+])
+def test_bad_yaml_model_section_is_refused(section, message):
+    with pytest.raises(ValueError, match=message):
+        check_model_config(OmegaConf.create({"_name": "fusion_transformer", **section}))
+
+
+def test_good_yaml_model_section_passes():
+    check_model_config(OmegaConf.create({"_name": "transformer_surface_fusion", "surface_fusion": "soft",
+                                         "surface_fusion_lambda": 0.8, "dropout": 0.3, **TINY}))
+
+
+@pytest.mark.parametrize("paper", sorted(settings.HYDRA_HEADLINE))
+def test_shipped_yaml_is_the_recipe(paper):
+    """recipes/hydra/ARCH.yaml is what `settings.py hydra` writes from the recipe's settings (regenerate when
+    they change: python recipes/common/settings.py hydra --task TASK --arch ARCH --n-gpus 8 > recipes/hydra/ARCH.yaml)."""
+    task, arch = settings.HYDRA_HEADLINE[paper]
+    with open(os.path.join(HYDRA_DIR, f"{arch}.yaml")) as f:
+        assert f.read() == settings.hydra_config(task, arch, 8)
+
+
+def load_checkpoint(path):
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def test_hydra_train_equals_fairseq_train(multi30k_slice, tmp_path):
+    """The shipped SurfaceFusion YAML through fairseq-hydra-train and the recipe's fairseq-train arguments (the
+    same few overrides in both: tiny size, CPU, 3 updates) train the same model to the same parameters."""
+    task, arch = settings.HYDRA_HEADLINE["liu"]
+    overrides = {**TINY}
+    hydra_dir, legacy_dir = str(tmp_path / "hydra"), str(tmp_path / "legacy")
+    run_cli(["fairseq-hydra-train", "--config-dir", HYDRA_DIR, "--config-name", arch,
+             f"task.data={multi30k_slice}", "task.source_lang=en", "task.target_lang=de",
+             f"common.user_dir={os.path.join(REPO, 'fairseq_fusion')}", "common.fp16=false", "common.cpu=true",
+             "common.seed=1", "optimization.max_update=3", "optimization.update_freq=[1]", "dataset.max_tokens=1500",
+             "dataset.num_workers=0", f"checkpoint.save_dir={hydra_dir}",
+             *[f"++model.{k}={v}" for k, v in overrides.items()]], cwd=str(tmp_path))
+    s = settings.train_settings(task, arch, n_gpus=8)
+    argv = [a for a in settings.train_command_args(s, 8) if a != "--fp16"]
+    run_cli(["fairseq-train", multi30k_slice, "-s", "en", "-t", "de", "--user-dir", os.path.join(REPO, "fairseq_fusion"),
+             *argv, "--cpu", "--seed", "1", "--max-update", "3", "--update-freq", "1", "--max-tokens", "1500",
+             "--num-workers", "0", "--save-dir", legacy_dir,
+             *[a for k, v in overrides.items() for a in ("--" + k.replace("_", "-"), str(v))]], cwd=str(tmp_path))
+    hydra_ckpt = load_checkpoint(os.path.join(hydra_dir, "checkpoint_last.pt"))
+    legacy_ckpt = load_checkpoint(os.path.join(legacy_dir, "checkpoint_last.pt"))
+    h_model, l_model = hydra_ckpt["cfg"]["model"], legacy_ckpt["cfg"]["model"]
+    l_model = vars(l_model) if isinstance(l_model, argparse.Namespace) else l_model
+    assert h_model["surface_fusion_lambda"] == l_model["surface_fusion_lambda"] == 0.8  # the paper's Ro-En lambda
+    assert h_model["dropout"] == l_model["dropout"] == 0.3
+    assert h_model[fusion_options.VERSION_KEY] == fusion_options.OPTIONS_VERSION
+    differ = [k for k in model_actions() if h_model.get(k) != l_model.get(k)]
+    assert not differ, {k: (h_model.get(k), l_model.get(k)) for k in differ}
+    assert hydra_ckpt["optimizer_history"][-1]["num_updates"] == 3
+    h_params, l_params = hydra_ckpt["model"], legacy_ckpt["model"]
+    assert h_params.keys() == l_params.keys()
+    assert any(k.startswith("decoder.output_fusion.") for k in h_params)  # SurfaceFusion is in the model
+    for k in h_params:
+        assert torch.equal(h_params[k], l_params[k]), k

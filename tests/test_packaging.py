@@ -1,0 +1,69 @@
+"""Packaging: every third-party module the package and its recipes import is declared by the installed
+distribution (install_requires or an extra), or is torch/fairseq (installed by `make install`, see setup.py)."""
+import ast
+import importlib.metadata as md
+import os
+import re
+import sys
+
+from fairseq_fusion.data_paths import REPO_ROOT
+
+UNDECLARED_BY_DESIGN = {"torch", "fairseq", "fairseq_cli"}  # fairseq_cli ships with fairseq
+
+
+def normalize(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def imported_top_modules(paths):
+    """{top-level module: first file importing it} for absolute imports anywhere in the files (lazy ones too)."""
+    found = {}
+    for path in paths:
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                found.setdefault(name.split(".")[0], path)
+    return found
+
+
+def python_files():
+    for top in ("fairseq_fusion", "recipes"):
+        for root, _, files in os.walk(os.path.join(REPO_ROOT, top)):
+            yield from (os.path.join(root, f) for f in sorted(files) if f.endswith(".py"))
+
+
+def declared_distributions():
+    """Distribution names fairseq_fusion's installed metadata requires, extras included."""
+    names = set()
+    for req in md.requires("fairseq_fusion") or []:
+        names.add(normalize(re.match(r"[A-Za-z0-9_.\-]+", req).group(0)))
+    return names
+
+
+def test_every_third_party_import_is_declared():
+    local = {"fairseq_fusion"}
+    modules = {m: p for m, p in imported_top_modules(python_files()).items()
+               if m not in sys.stdlib_module_names and m not in local and m not in UNDECLARED_BY_DESIGN}
+    # a few known modules must be among them, or the scan itself is broken
+    assert {"sacrebleu", "sacremoses", "subword_nmt", "matplotlib", "jieba"} <= set(modules)
+    dists = md.packages_distributions()
+    declared = declared_distributions()
+    missing = []
+    for module, path in sorted(modules.items()):
+        candidates = {normalize(d) for d in dists.get(module, [module])}
+        if not candidates & declared:
+            missing.append(f"{module} (imported in {os.path.relpath(path, REPO_ROOT)}; distributions {sorted(candidates)})")
+    assert not missing, "imports not declared in setup.py install_requires/extras_require: " + "; ".join(missing)
+
+
+def test_torch_and_fairseq_stay_undeclared():
+    # a declared fairseq pulls torchaudio and with it another torch (README); torch is the user's own build
+    declared = declared_distributions()
+    assert not declared & {"torch", "fairseq", "ve-fairseq", "torchaudio"}
