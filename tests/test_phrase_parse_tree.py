@@ -110,9 +110,30 @@ def test_parse_spans_command_and_training_with_parse_phrases(multi30k_slice, tmp
 
     bad = str(tmp_path / "bad.parse")
     write_trees(data, "valid", "en", bad, corrupt_line=3)
-    proc = run_cli(["fusion-parse-spans", "--data", data, "--split", "valid", "-s", "en", "-t", "de", "--parse", bad], check=False)
+    spans_cmd = ["fusion-parse-spans", "--data", data, "--split", "valid", "-s", "en", "-t", "de", "--parse", bad]
+    proc = run_cli(spans_cmd + ["--fallback", "error"], check=False)
     assert proc.returncode != 0
     assert f"{bad} line 3: unbalanced brackets" in proc.stderr
+    assert not os.path.exists(span_path(data, "valid", "en", "de"))
+    # default: that line alone gets n-gram spans, reported with its number and counted
+    proc = run_cli(spans_cmd)
+    assert "1 of " in proc.stderr and f"{bad} line 3: unbalanced brackets" in proc.stderr
+    assert "1 sentences with n-gram spans" in proc.stdout
+    with open(os.path.join(data, "tok", "valid.bpe.en")) as f:
+        n_sub = len([next(f) for _ in range(3)][2].split())
+    with open(span_path(data, "valid", "en", "de")) as f:
+        third = [int(n) for n in f.read().splitlines()[2].split()]
+    n = max(3, min(8, -(-(n_sub + 1) // 6)))  # footnote 2: ntok = max(min(8, ceil(seql / 6)), 3), seql with </s>
+    assert third == [n] * (n_sub // n) + ([n_sub % n] if n_sub % n else [])
+    os.remove(span_path(data, "valid", "en", "de"))
+    # a file of trees for other text: most lines fall back, which is refused
+    other = str(tmp_path / "other.parse")
+    with open(os.path.join(data, "tok", "valid.bpe.en")) as f:
+        n_lines = sum(1 for _ in f)
+    with open(other, "w") as f:
+        f.write("(S (X foo))\n" * n_lines)
+    proc = run_cli(spans_cmd[:-1] + [other], check=False)
+    assert proc.returncode != 0 and "more than --max-fallback 0.05" in proc.stderr
     assert not os.path.exists(span_path(data, "valid", "en", "de"))
 
     for split in ("train", "valid", "test"):

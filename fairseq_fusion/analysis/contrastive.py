@@ -204,6 +204,8 @@ class Scorer:
         dataset = LanguagePairDataset(
             src, [len(x) for x in src], self.task.source_dictionary, tgt, [len(x) for x in tgt], self.task.target_dictionary,
             left_pad_source=getattr(self.task.cfg, "left_pad_source", True), left_pad_target=False)
+        if hasattr(self.task, "add_inference_spans"):  # parse-tree phrase models: spans of the raw sources
+            dataset = self.task.add_inference_spans(dataset, src)
         batches = dataset.batch_by_size(dataset.ordered_indices(), max_tokens=self.max_tokens)
         device = next(self.model.parameters()).device
         out = [None] * len(pairs)

@@ -45,6 +45,13 @@ def get_parser():
     p.add_argument("--out", required=True, help="output prefix: OUT.json, OUT.png")
     p.add_argument("--cpu", action="store_true", help="stay on CPU even if CUDA is available")
     p.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
+    p.add_argument("--phrase-trees", default=None, help="parse-tree phrase models: parse trees of the suite's sources "
+                   "(one bracketed tree per sentence, looked up by its words)")
+    p.add_argument("--phrase-parser", choices=["none", "stanza"], default=None,
+                   help="parse-tree phrase models: parse the sources with this parser where --phrase-trees has no tree")
+    p.add_argument("--phrase-fallback", choices=["ngram", "error"], default=None,
+                   help="parse-tree phrase models: a source without a usable tree gets n-gram spans (default, counted "
+                        "and reported) or is an error")
     return p
 
 
@@ -52,6 +59,13 @@ def main(args):
     try:
         model, task, cfg = common.load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
     except FileNotFoundError as e:
+        raise SystemExit(f"fusion-contrastive-score: {e}")
+    from ..tasks.translation_with_phrases import configure_inference_spans
+
+    try:
+        configure_inference_spans(task, phrase_trees=args.phrase_trees, phrase_parser=args.phrase_parser,
+                                  phrase_fallback=args.phrase_fallback)
+    except ValueError as e:
         raise SystemExit(f"fusion-contrastive-score: {e}")
     src_lang, tgt_lang = task.cfg.source_lang, task.cfg.target_lang
     groups, suites = {}, []  # protocol -> items; what each suite was read as

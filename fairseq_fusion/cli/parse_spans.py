@@ -4,8 +4,10 @@ Reads one parse tree per source line (of the tokenized text ``DATA/tok/{split}.{
 fusion-prepare-text writes), maps its words onto the BPE sub-words of
 ``DATA/tok/{split}.bpe.{src}``, extracts phrases with Algorithm 1 of Xu et al. (2020) and
 writes ``DATA/{split}.{src}-{tgt}.{src}.phrases`` for ``--task translation_with_phrases``.
-A malformed tree or one whose words do not match the BPE line is reported with its line
-number; nothing is written then.
+A line without a usable tree (empty: fusion-parse-trees could not parse it; malformed; its words
+differ from the BPE line) gets n-gram spans (footnote 2's size), each reported with its line
+number and counted; more than ``--max-fallback`` of the lines (a wrong file, another tokenization)
+or ``--fallback error`` refuses the file: nothing is written then.
 """
 import argparse
 import os
@@ -13,6 +15,7 @@ import sys
 
 from ..modules.phrase_parse_tree import ParseError, phrase_lengths
 from ..modules.phrase_segmentation import ROUNDINGS
+from ..tasks.phrase_spans import ngram_spans
 from ..tasks.translation_with_phrases import format_spans, span_path
 
 
@@ -29,6 +32,10 @@ def get_parser():
                    help="the phrase size limit n is footnote 2's seql / 6 rounded up (ceil, the authors' code) "
                    "or down (floor): as the model's --phrase-size-rounding")
     p.add_argument("--max-errors", type=int, default=10, help="report at most this many bad lines")
+    p.add_argument("--fallback", choices=["ngram", "error"], default="ngram",
+                   help="a line without a usable tree: n-gram spans, reported and counted (default), or an error")
+    p.add_argument("--max-fallback", type=float, default=0.05,
+                   help="refuse the file when more than this fraction of its lines fall back to n-gram spans")
     return p
 
 
@@ -43,19 +50,24 @@ def binarized_sizes(data, split, src, tgt):
     return [int(n) for n in dataset.sizes]  # copied while the memory map is open
 
 
-def compute_spans(tree_lines, bpe_lines, parse_path, max_errors=10, rounding="ceil"):
-    """(spans, errors): the phrase lengths of every line, and 'FILE line N: ...' messages."""
-    spans, errors = [], []
+def compute_spans(tree_lines, bpe_lines, parse_path, max_errors=10, rounding="ceil", fallback="error"):
+    """(spans, errors, fallbacks): the phrase lengths of every line, 'FILE line N: ...' errors, and the
+    same messages for the lines given n-gram spans (``fallback="ngram"``)."""
+    spans, errors, fallbacks = [], [], []
     if len(tree_lines) != len(bpe_lines):
         errors.append(f"{parse_path}: {len(tree_lines)} trees but the BPE text has {len(bpe_lines)} lines")
     for i, (tree, bpe) in enumerate(zip(tree_lines, bpe_lines), start=1):
         try:
             spans.append(phrase_lengths(tree, bpe, rounding))
         except ParseError as e:
+            if fallback == "ngram":
+                fallbacks.append(f"{parse_path} line {i}: {e}")
+                spans.append(ngram_spans(len(bpe.split()), rounding))
+                continue
             errors.append(f"{parse_path} line {i}: {e}")
             if len(errors) >= max_errors:
                 break
-    return spans, errors
+    return spans, errors, fallbacks
 
 
 def main(args):
@@ -67,7 +79,15 @@ def main(args):
         trees = [line.rstrip("\n") for line in f]
     with open(bpe_path, encoding="utf-8") as f:
         bpe = [line.rstrip("\n") for line in f]
-    spans, errors = compute_spans(trees, bpe, args.parse, args.max_errors, args.phrase_size_rounding)
+    spans, errors, fallbacks = compute_spans(trees, bpe, args.parse, args.max_errors, args.phrase_size_rounding,
+                                             args.fallback)
+    if fallbacks:
+        shown = "\n".join(fallbacks[: args.max_errors]) + (f"\n... ({len(fallbacks) - args.max_errors} more)"
+                                                           if len(fallbacks) > args.max_errors else "")
+        print(f"| {len(fallbacks)} of {len(bpe)} lines have no usable tree and get n-gram spans:\n{shown}", file=sys.stderr)
+        if len(fallbacks) > args.max_fallback * max(len(bpe), 1):
+            errors.append(f"{args.parse}: {len(fallbacks)} of {len(bpe)} lines without a usable tree, more than "
+                          f"--max-fallback {args.max_fallback}: trees of another file or tokenization?")
     sizes = binarized_sizes(args.data, args.split, args.source_lang, args.target_lang)
     if sizes is not None and not errors:
         if len(sizes) != len(spans):
@@ -83,7 +103,8 @@ def main(args):
             f.write(format_spans(lengths) + "\n")
     n_phrases = sum(len(s) for s in spans)
     n_tokens = sum(sum(s) for s in spans)
-    print(f"| wrote {out}: {len(spans)} sentences, {n_phrases} phrases, {n_tokens / max(n_phrases, 1):.2f} sub-words per phrase")
+    print(f"| wrote {out}: {len(spans)} sentences, {n_phrases} phrases, {n_tokens / max(n_phrases, 1):.2f} sub-words per phrase"
+          + (f", {len(fallbacks)} sentences with n-gram spans (no usable tree)" if fallbacks else ""))
 
 
 def cli_main():

@@ -33,6 +33,17 @@ class FusionTransformerModel(TransformerModel):
         return model
 
     @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's hub interface; parse-tree phrase models also take the raw-input span options of
+        ``translation_with_phrases`` (``phrase_trees=FILE`` or ``phrase_parser="stanza"``, ...)."""
+        from ..tasks.translation_with_phrases import INFERENCE_OPTIONS, configure_inference_spans
+
+        spans = {k: kwargs.pop(k) for k in list(kwargs) if k in INFERENCE_OPTIONS}
+        hub = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+        configure_inference_spans(hub.task, **spans)
+        return hub
+
+    @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
         return FusionTransformerEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
 

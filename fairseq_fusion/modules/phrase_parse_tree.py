@@ -33,6 +33,7 @@ from .phrase_segmentation import ngram_phrase_size
 PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
                "``": '"', "''": '"'}
 BPE_CONTINUATION = "@@"
+UNK = "<unk>"  # fairseq's unknown word: matches the tree's word (input text of the model's vocabulary)
 
 
 class ParseError(ValueError):
@@ -121,7 +122,7 @@ def attach_subwords(tree: Node, bpe_tokens: List[str]) -> Node:
     words = tree_words(tree)
     groups = bpe_words(bpe_tokens)
     for i, (word, pieces) in enumerate(zip(words, groups)):
-        if PTB_ESCAPES.get(word, word) != _strip_bpe(pieces):
+        if PTB_ESCAPES.get(word, word) != _strip_bpe(pieces) and pieces != [UNK]:  # <unk>: a word out of vocabulary
             raise ParseError(
                 f"word {i + 1} of the parse tree is {word!r} but the BPE line has "
                 f"{' '.join(pieces)!r} ({_strip_bpe(pieces)!r}) there"

@@ -121,7 +121,9 @@ class PhraseSegmenter:
         if lengths is None:
             raise ValueError(
                 f"--phrase-segmentation parse needs the phrase spans of each source sentence "
-                f"(net_input['{PHRASE_LENGTHS_KEY}']): use --task translation_with_phrases on data "
-                "prepared with fusion-parse-spans"
+                f"(net_input['{PHRASE_LENGTHS_KEY}']) and this batch has none. Binarized data (fairseq-train, "
+                "fairseq-generate): --task translation_with_phrases with a span file from fusion-parse-spans. Raw "
+                "input (fairseq-interactive, the hub's translate, fusion-contrastive-score): --task "
+                "translation_with_phrases with --phrase-trees FILE (the input's parse trees) or --phrase-parser stanza"
             )
         return segmentation_from_ids(span_phrase_ids(padding_mask, lengths.to(src_tokens.device)))
