@@ -28,6 +28,9 @@ setup(
     # why; a declared fairseq would pull torchaudio and another torch). Everything else the package imports is.
     install_requires=[
         "numpy", "tqdm", "omegaconf", "sacrebleu>=2.0", "sacremoses", "subword-nmt", "matplotlib",
+        # not imported by the plugin: fairseq-train's --tensorboard-logdir needs it (fairseq's speech tasks also
+        # log a notice on every fairseq import, before the plugin is loaded, when it is missing)
+        "tensorboardX",
     ],
     extras_require={
         "fastbpe": ["fastBPE"],  # fusion-prepare-text --bpe-tool fastbpe (needs cython to build)

@@ -5,9 +5,14 @@ Loaded by fairseq through ``--user-dir fairseq_fusion``; importing it registers 
 classes fairseq checkpoints pickle, so they load under torch >= 2.6 (``weights_only``),
 lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``), and fixes two fairseq
 0.12 bugs that change what users measure (``fairseq_fixes``: the last batch dropped when its
-size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the CUDA extension).
+size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the CUDA extension), and filters the notices of
+fairseq's internals a user cannot act on, one message at a time (``quiet``).
 """
-from . import checkpoint_safety, distributed_cpu, fairseq_fixes
+from . import quiet
+
+quiet.install()  # before fairseq is imported: its import-time notices (see quiet.py)
+
+from . import checkpoint_safety, distributed_cpu, fairseq_fixes  # noqa: E402
 
 checkpoint_safety.allow_fairseq_checkpoint_globals()
 distributed_cpu.patch_fairseq_ddp()

@@ -162,6 +162,9 @@ def measure(args):
     crit = task.build_criterion(cfg.criterion)
     trainer = Trainer(cfg, task, model, crit)
     epoch_itr = trainer.get_train_iterator(epoch=1, load_dataset=False)
+    if args.decode_profile:
+        return {"arch": args.arch, "params": n_params, "size": args.size, "device": "cuda" if cuda else "cpu",
+                **decode_profile(args, task, trainer.get_model().eval(), cuda)}
     if args.memory_only:
         sample = longest_batch(task, epoch_itr)
         trainer.train_step([sample])  # builds the optimizer and its state: the measured step is a steady one
@@ -227,6 +230,40 @@ def measure(args):
     return result
 
 
+def decode_profile(args, task, model, cuda):
+    """Decoding time split into the model's calls and the search (``benchmark_profile``), and FLOPs per token."""
+    import torch
+    from fairseq import utils
+    from fairseq.sequence_generator import SequenceGenerator
+
+    from .benchmark_profile import split_decode_time, timed_decoder_ffn
+
+    task.load_dataset(args.gen_subset)
+    dataset = task.dataset(args.gen_subset)
+    order = dataset.ordered_indices()
+    batches = dataset.batch_by_size(order[order < args.decode_sentences], max_sentences=args.decode_batch_size)
+    samples = [dataset.collater([dataset[j] for j in b]) for b in batches]
+    samples = [utils.move_to_cuda(s) for s in samples] if cuda else samples
+    beam = int(args.beams.split(",")[0])
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_a=0,
+                                  max_len_b=args.decode_length, min_len=args.decode_length)
+
+    def run():
+        with torch.no_grad():
+            for sample in samples:
+                generator.generate([model], sample)
+
+    run()  # warm-up
+    split = split_decode_time(run, generator, cuda)
+    with timed_decoder_ffn(model, cuda) as ffn:  # a second pass: the decoder's FFN sub-layers timed
+        run()
+    split["ffn_s"] = ffn["ffn"]
+    flops = count_flops(lambda: generator.generate([model], samples[0]), no_grad=True)
+    tokens = len(batches[0]) * (args.decode_length + 1)
+    return {"beam": beam, "sentences": int(sum(len(b) for b in batches)), "decode_length": args.decode_length,
+            "decode_split": split, "decode_flops_per_token": flops / tokens}
+
+
 def count_flops(fn, no_grad=False):
     """FLOPs of ``fn()`` as torch counts them (``FlopCounterMode``: matrix products, convolutions, attention)."""
     import torch
@@ -285,6 +322,9 @@ def get_parser():
     p.add_argument("--memory-only", action="store_true",
                    help="only the peak memory of one train step (after one unmeasured step) on the training batch with the "
                         "most attention-score elements (long sentences, full --max-tokens); no timing, no decoding")
+    p.add_argument("--decode-profile", action="store_true",
+                   help="only split the decoding time of each (untrained) arch into its model's calls (encoder, decoder "
+                        "steps, reorders) and the search, with the FLOP count; transformer first, then each arch")
     p.add_argument("--out", default="benchmark.json", help="JSON output file")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--arch", help=argparse.SUPPRESS)
@@ -337,6 +377,12 @@ def main(args):
     archs = [a for a in archs if a and a != "transformer"]
     argv = sys.argv[1:]
     settings = {k: v for k, v in vars(args).items() if k not in ("worker", "arch", "beams")}
+    from .data_paths import REPO_ROOT
+
+    for key in ("data", "out"):  # the JSON is shared: paths inside the repository are written relative to it
+        path = os.path.abspath(settings[key])
+        if path.startswith(REPO_ROOT + os.sep):
+            settings[key] = os.path.relpath(path, REPO_ROOT)
     if args.memory_only:  # deterministic: one run each
         results = []
         for i, arch in enumerate(["transformer"] + archs):
@@ -350,6 +396,20 @@ def main(args):
         print(f"| wrote {args.out}")
         return
     beams = {a: args.beam or paper_beam(a) for a in archs}
+    if args.decode_profile:
+        from .benchmark_profile import decode_profile_table
+
+        results = []
+        for i, arch in enumerate(archs):  # each arch after a transformer run at its beam
+            for name in ("transformer", arch):
+                print(f"| [{2 * i + (name == arch) + 1}/{2 * len(archs)}] {name} (beam {beams[arch]}) ...", flush=True)
+                results.append(run_worker(name, argv, {beams[arch]}))
+        table = decode_profile_table(results)
+        print(table)
+        with open(args.out, "w") as f:
+            json.dump({"results": results, "table": table, "settings": settings}, f, indent=2)
+        print(f"| wrote {args.out}")
+        return
     runs, total, k = [], args.repeats * len(archs) * 2, 0
     for rep in range(args.repeats):
         for arch in archs:  # A B A B ...: the transformer right before each arch

@@ -113,6 +113,56 @@ def test_interactive_and_hub_translate_every_arch(case, checkpoints, multi30k_sl
     assert all(isinstance(t, str) for t in got)
 
 
+@pytest.fixture(scope="module")
+def data_with_spans(multi30k_slice, tmp_path_factory):
+    """A view of the slice with a span file for its test split (flat trees of the tokenized lines)."""
+    from fairseq_fusion.cli import parse_spans
+
+    from fairseq.data import data_utils, indexed_dataset
+
+    data = tmp_path_factory.mktemp("data_spans")
+    for name in os.listdir(multi30k_slice):
+        if not name.startswith("test."):
+            os.symlink(os.path.join(multi30k_slice, name), data / name)
+    for lang in ("en", "de"):  # a test split of the slice's first 8 sentences
+        prefix = os.path.join(multi30k_slice, f"test.en-de.{lang}")
+        full = data_utils.load_indexed_dataset(prefix, None)
+        builder = indexed_dataset.make_builder(str(data / f"test.en-de.{lang}.bin"), impl="mmap", vocab_size=10 ** 5)
+        for i in range(8):
+            builder.add_item(full[i])
+        builder.finalize(str(data / f"test.en-de.{lang}.idx"))
+    with open(os.path.join(multi30k_slice, "tok", "test.en"), encoding="utf-8") as f:
+        trees = [flat_tree(line.split()) for line in f.read().splitlines()[:8]]
+    with open(os.path.join(multi30k_slice, "tok", "test.bpe.en"), encoding="utf-8") as f:
+        (data / "test.bpe.en").write_text("".join(f.readlines()[:8]))
+    (data / "test.parse").write_text("\n".join(trees) + "\n")
+    parse_spans.main(parse_spans.get_parser().parse_args(
+        ["--data", str(data), "--split", "test", "-s", "en", "-t", "de", "--parse", str(data / "test.parse"),
+         "--bpe", str(data / "test.bpe.en")]))
+    return str(data)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_generate_score_reference_every_arch(case, checkpoints, data_with_spans):
+    """fairseq-generate --score-reference (its main, in this process): a finite score for every reference."""
+    import contextlib
+    import io
+    import math
+
+    from fairseq import distributed_utils
+    from fairseq_cli import generate
+
+    task = ["--task", "translation_with_phrases"] if case == PARSE else []
+    args = options.parse_args_and_arch(options.get_generation_parser(), [
+        data_with_spans, "--path", checkpoints[case], "--user-dir", USER_DIR, "-s", "en", "-t", "de", *task,
+        "--score-reference", "--gen-subset", "test", "--batch-size", "8", "--cpu"])
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        distributed_utils.call_main(convert_namespace_to_omegaconf(args), generate.main)
+    scores = [float(line.split("\t")[1]) for line in buf.getvalue().splitlines() if line.startswith("H-")]
+    assert len(scores) == 8 and all(math.isfinite(x) and x < 0 for x in scores)
+
+
 def test_parse_model_without_spans_says_what_to_give(checkpoints, multi30k_slice, tmp_path):
     with pytest.raises(ValueError, match="--phrase-trees FILE .* or --phrase-parser stanza"):
         interactive(multi30k_slice, checkpoints[PARSE], RAW[:1], tmp_path, ["--task", "translation_with_phrases"])

@@ -34,6 +34,7 @@ import math
 from typing import Dict, Optional
 
 import torch
+import torch.nn.functional as F
 import torch.nn as nn
 from fairseq import utils
 from fairseq.modules import MultiheadAttention
@@ -144,20 +145,26 @@ class ShortcutMultiheadAttention(MultiheadAttention):
         return e
 
     def gated_key_value(self, embed: Tensor, key: Tensor, value: Tensor):
-        """(K', V') of Eq. 11-12 from E and H (T x B x C each)."""
+        """(K', V') of Eq. 11-12 from E and H (T x B x C each).
+
+        Written to keep little for the backward pass (the same values): W^{K_SC} [E; H] of Eq. 13 as
+        E W_E^T + H W_H^T on the two column blocks of W^{K_SC} (the 2d-wide [E; H] is never built; E and
+        H are kept once, by every product that reads them), and r K_SC + (1 - r) K as K + r (K_SC - K)
+        (keeps r and K_SC - K instead of r, 1 - r, K_SC and K)."""
+        embed = embed.contiguous()  # one copy of a transposed E for all its products, not one per product
         if self.feature_fusion:
-            fused = torch.cat([embed, key], dim=-1)  # [E; H] (Eq. 13)
-            k_sc = self.k_sc_proj(fused)
+            d = embed.size(-1)
+            k_w, v_w = self.k_sc_proj.weight, self.v_sc_proj.weight
+            k_sc = F.linear(embed, k_w[:, :d]) + F.linear(key, k_w[:, d:])  # W^{K_SC} [E; H] (Eq. 13)
+            v_sc = F.linear(embed, v_w[:, :d]) + F.linear(value, v_w[:, d:])  # W^{V_SC} [E; H] (Eq. 14)
             k = self.k_proj(key) + self.k_embed_proj(embed)
-            fused_v = fused if value is key else torch.cat([embed, value], dim=-1)
-            v_sc = self.v_sc_proj(fused_v)
             v = self.v_proj(value) + self.v_embed_proj(embed)
         else:
             k_sc, k = self.k_sc_proj(embed), self.k_proj(key)  # Eq. 5, 7
             v_sc, v = self.v_sc_proj(embed), self.v_proj(value)  # Eq. 6, 8
         r_k = self.k_gate(k_sc, k)
         r_v = self.v_gate(v_sc, v)
-        return r_k * k_sc + (1 - r_k) * k, r_v * v_sc + (1 - r_v) * v
+        return k + r_k * (k_sc - k), v + r_v * (v_sc - v)  # Eq. 11-12: r SC + (1 - r) H
 
     # --- attention with gated keys/values (fairseq's MultiheadAttention otherwise) ---------
 
