@@ -363,6 +363,13 @@ def run_worker(arch, argv, beams=None):
     return json.loads(line[-1][len("RESULT "):])
 
 
+def write_results(out, results, table, settings):
+    print(table)
+    with open(out, "w") as f:
+        json.dump({"results": results, "table": table, "settings": settings}, f, indent=2)
+    print(f"| wrote {out}")
+
+
 def main(args):
     from . import benchmark_report
 
@@ -389,12 +396,7 @@ def main(args):
             print(f"| [{i + 1}/{len(archs) + 1}] {arch} ...", flush=True)
             results.append(run_worker(arch, argv))
             print(f"|   {results[-1]['peak_train_step_mb']:.0f} MB peak train step", flush=True)
-        table = markdown_table(results)
-        print(table)
-        with open(args.out, "w") as f:
-            json.dump({"results": results, "table": table, "settings": settings}, f, indent=2)
-        print(f"| wrote {args.out}")
-        return
+        return write_results(args.out, results, markdown_table(results), settings)
     beams = {a: args.beam or paper_beam(a) for a in archs}
     if args.decode_profile:
         from .benchmark_profile import decode_profile_table
@@ -404,12 +406,7 @@ def main(args):
             for name in ("transformer", arch):
                 print(f"| [{2 * i + (name == arch) + 1}/{2 * len(archs)}] {name} (beam {beams[arch]}) ...", flush=True)
                 results.append(run_worker(name, argv, {beams[arch]}))
-        table = decode_profile_table(results)
-        print(table)
-        with open(args.out, "w") as f:
-            json.dump({"results": results, "table": table, "settings": settings}, f, indent=2)
-        print(f"| wrote {args.out}")
-        return
+        return write_results(args.out, results, decode_profile_table(results), settings)
     runs, total, k = [], args.repeats * len(archs) * 2, 0
     for rep in range(args.repeats):
         for arch in archs:  # A B A B ...: the transformer right before each arch

@@ -90,3 +90,25 @@ def test_memory_only_end_to_end(multi30k_slice, tmp_path):
     assert len(data["table"].splitlines()) == 2 + 3 and data["settings"]["memory_only"]
     assert "peak train step" in proc.stdout
     assert os.path.getsize(out) > 0
+
+
+def test_decode_profile_splits_decoding_time(multi30k_slice, tmp_path):
+    """--decode-profile: model calls + search add up to the decoding time, the FFN is timed only where it exists,
+    and the prediction is 1 / (share / flop_ideal + 1 - share) of the transformer's model share."""
+    from fairseq_fusion.benchmark_profile import predicted_ratio
+
+    out = str(tmp_path / "profile.json")
+    run_cli(["fusion-benchmark", "--data", multi30k_slice, "--archs", "transformer_simplified_decoder", "--size", "tiny",
+             "--decode-profile", "--decode-sentences", "16", "--decode-length", "4", "--cpu", "--out", out])
+    with open(out) as f:
+        base, simplified = json.load(f)["results"]
+    assert (base["arch"], simplified["arch"]) == ("transformer", "transformer_simplified_decoder")
+    for r in (base, simplified):
+        split = r["decode_split"]
+        assert 0 < split["model_s"] <= split["total_s"]
+        assert abs(split["model_s"] - sum(split[f"{p}_s"] for p in ("forward_encoder", "forward_decoder",
+                                                                     "reorder_encoder_out", "reorder_incremental_state"))) < 1e-9
+    assert base["decode_split"]["ffn_s"] > 0 and simplified["decode_split"]["ffn_s"] == 0  # no FFN in its decoder
+    assert simplified["decode_flops_per_token"] < base["decode_flops_per_token"]
+    b = {"model_s": 3.0, "total_s": 4.0}  # model share 0.75, FLOP-ideal 1.5: 1 / (0.5 + 0.25)
+    assert abs(predicted_ratio(b, 1.5) - 1 / 0.75) < 1e-12
