@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One results table of the five papers' methods on Multi30k En-De (test_2016_flickr = test, test_2017_flickr = test1):
+# fairseq's transformer, fusion_transformer, one headline arch per paper and one combination of three papers'
+# techniques, each with the same settings, seeds and number of updates (fusion-compare; resumable: run it again
+# after an interruption). The README's table is this script's output on the CPU machine (SIZE=small, make demo's
+# model). On a GPU, the same command at a bigger size:
+#   SIZE=base UPDATES=100000 EXTRA="--fp16" bash recipes/compare/multi30k.sh
+#   DATA=../shared/data WORK=compare_work SEEDS="1 2" UPDATES=400 SIZE=small README=1 bash recipes/compare/multi30k.sh [fusion-compare flags]
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$REPO"
+DATA=${DATA:-../shared/data}
+WORK=${WORK:-compare_work}
+SEEDS=${SEEDS:-1 2}
+UPDATES=${UPDATES:-400}
+SIZE=${SIZE:-small}
+BIN=$WORK/data-bin
+if [ ! -e "$BIN/.done" ]; then  # make demo's preparation (4k joint BPE), with both test sets
+  fusion-prepare-text -s en -t de --trainpref "$DATA/multi30k/train" --validpref "$DATA/multi30k/val" \
+    --testpref "$DATA/multi30k/test_2016_flickr,$DATA/multi30k/test_2017_flickr" --destdir "$BIN" --bpe-merges 4000
+  touch "$BIN/.done"
+fi
+# shellcheck disable=SC2086
+fusion-compare "$BIN" --work "$WORK" --size "$SIZE" --max-update "$UPDATES" --seeds $SEEDS \
+  --test-subsets test test1 --beam 5 \
+  --system transformer \
+  --system fusion_transformer \
+  --system transformer_lexical_shortcuts_ff \
+  --system transformer_hierarchical_aggregation \
+  --system transformer_phrase \
+  --system transformer_simplified_decoder \
+  --system transformer_surface_fusion \
+  --system "shortcuts+simplified+surface=transformer_simplified_decoder --lexical-shortcuts --lexical-shortcuts-feature-fusion --surface-fusion hard --surface-fusion-lambda 0.9 --surface-fusion-tau 1 --surface-fusion-detach --surface-fusion-embed-dropout" \
+  ${README:+--readme README.md} ${EXTRA:+$EXTRA} "$@"

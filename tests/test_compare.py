@@ -1,0 +1,146 @@
+"""fusion-compare: systems x seeds on the real Multi30k slice; the table checked against sacreBLEU run here on the
+run's own outputs, fairseq's parameter count against the checkpoint, the bootstrap against sacreBLEU's command line;
+resuming (nothing redone, an interrupted run continues from its checkpoint) and refusals."""
+import json
+import os
+import re
+import statistics
+import subprocess
+
+import pytest
+import torch
+
+from fairseq_fusion import compare
+from conftest import BIN, REPO, run_cli
+
+
+def test_system_specs():
+    assert compare.parse_system("transformer") == {"name": "transformer", "arch": "transformer", "flags": []}
+    assert compare.parse_system("combo=fusion_transformer --surface-fusion hard") == {
+        "name": "combo", "arch": "fusion_transformer", "flags": ["--surface-fusion", "hard"]}
+    for bad in ("x=--arch fusion_transformer", "a b=fusion_transformer", "=", ""):
+        with pytest.raises(ValueError):
+            compare.parse_system(bad)
+
+
+def test_words_per_second_is_the_median_after_the_first_interval(tmp_path):
+    log = tmp_path / "train.log"
+    wps = [100.0, 900.0, 500.0, 700.0]  # the first (warm-up) interval is left out: median of 900, 500, 700
+    lines = ["2026-01-01 | INFO | fairseq_cli.train | num. shared model params: 1,234,567 (num. trained: 1,234,567)"]
+    lines += [f'2026-01-01 | INFO | train_inner | {{"epoch": 1, "wps": "{w}", "num_updates": "{25 * (i + 1)}"}}'
+              for i, w in enumerate(wps)]
+    lines.append('2026-01-01 | INFO | train | {"epoch": 1, "train_loss": "7.5", "train_num_updates": "100"}')
+    log.write_text("\n".join(lines) + "\n")
+    s = compare.train_summary(str(log))
+    assert (s["words_per_s"], s["updates"], s["params"], s["train_loss"]) == (700.0, 100, 1234567, 7.5)
+
+
+def test_table_rows_are_mean_and_sample_sd_over_seeds():
+    systems = [compare.parse_system("base=transformer"), compare.parse_system("x=fusion_transformer --flag")]
+
+    def run(system, seed, wps, bleu, tok, p=None):
+        return {"system": system, "seed": seed, "train": {"words_per_s": wps, "params": 2_500_000, "updates": 10},
+                "eval": {"t": {"sacrebleu": {"score": bleu}, "tokenized_bleu": {"score": tok}}},
+                "significance": {} if p is None else {"t": {"p_value": p}}}
+
+    runs = [run("base", 1, 1000.0, 20.0, 21.0), run("x", 1, 800.0, 23.0, 24.0, 0.01),
+            run("base", 2, 1200.0, 22.0, 23.0), run("x", 2, 900.0, 24.0, 26.0, 0.2)]
+    rows = compare.summarize(systems, runs, ["t"], "base")
+    table = compare.markdown(rows, ["t"], "base").splitlines()
+    # base: BLEU 21 +- sqrt(2) = 1.41, words/s 1100; x: 23.5 +- 0.71, 25 +- 1.41, 850 / 1100 = 0.77
+    assert table[2] == "| `base` (`transformer`) | 2.50M | 1100 (1.00) | 21.00 ± 1.41 | 22.00 ± 1.41 | baseline |"
+    assert table[3] == "| `x` (`fusion_transformer --flag`) | 2.50M | 850 (0.77) | 23.50 ± 0.71 | 25.00 ± 1.41 | 0.010*, 0.200 |"
+
+
+def test_readme_block_goes_between_the_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- RESULTS TABLE -->\nold\n<!-- /RESULTS TABLE -->\nend\n")
+    compare.update_readme(str(readme), "| new |")
+    assert readme.read_text() == "intro\n<!-- RESULTS TABLE -->\n| new |\n<!-- /RESULTS TABLE -->\nend\n"
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="RESULTS TABLE"):
+        compare.update_readme(str(readme), "| new |")
+
+
+def _compare(data, work, *extra, check=True):
+    return run_cli(["fusion-compare", data, "--work", work, "--size", "tiny", "--max-update", "4", "--seeds", "1", "2",
+                    "--system", "transformer", "--system", "combo=transformer_simplified_decoder --lexical-shortcuts",
+                    "--save-interval-updates", "2", "--log-interval", "1", "--bootstrap-samples", "200",
+                    "--test-subsets", "test", *extra], check=check)
+
+
+def _sacrebleu_of_generate(path, ref):
+    """Detokenized sacreBLEU of a fairseq-generate log, computed here: H lines by id, BPE off, Moses detok, 13a."""
+    import sacrebleu
+    from sacremoses import MosesDetokenizer
+
+    hyps = {}
+    for line in open(path, encoding="utf-8"):
+        m = re.match(r"^H-(\d+)\t[^\t]*\t(.*)$", line.rstrip("\n"))
+        if m:
+            hyps[int(m.group(1))] = m.group(2)
+    detok = MosesDetokenizer(lang="de")
+    out = [detok.detokenize(hyps[i].replace("@@ ", "").split(), unescape=True) for i in range(len(hyps))]
+    return sacrebleu.corpus_bleu(out, [open(ref, encoding="utf-8").read().splitlines()]).score
+
+
+def test_compare_end_to_end_resume_and_refusals(multi30k_slice, tmp_path):
+    work = str(tmp_path / "work")
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- RESULTS TABLE -->\n<!-- /RESULTS TABLE -->\n")
+    _compare(multi30k_slice, work, "--readme", str(readme))
+    res = json.load(open(os.path.join(work, "results.json")))
+    assert res["complete"] and [r["system"] for r in res["rows"]] == ["transformer", "combo"]
+    assert os.path.getsize(os.path.join(work, "results.png")) > 0
+    ref = os.path.join(multi30k_slice, "tok", "test.raw.de")
+    for row in res["rows"]:
+        scores = []
+        for seed in (1, 2):
+            run_dir = os.path.join(work, "runs", row["system"], f"seed{seed}")
+            scores.append(_sacrebleu_of_generate(os.path.join(run_dir, "eval", "test.generate.txt"), ref))
+            # fairseq's parameter count = the unique parameters of the saved model
+            state = torch.load(os.path.join(run_dir, "checkpoint_last.pt"), map_location="cpu", weights_only=False)["model"]
+            unique = {t.data_ptr(): t.numel() for k, t in state.items() if not k.endswith("_float_tensor")
+                      and "version" not in k}
+            assert row["params"] == sum(unique.values())
+        assert row["subsets"]["test"]["sacrebleu"] == pytest.approx(scores, abs=1e-6)
+        assert row["subsets"]["test"]["sacrebleu_mean_sd"] == pytest.approx([statistics.mean(scores), statistics.stdev(scores)])
+        assert row["updates"] == [4, 4]
+    assert res["rows"][0]["params"] != res["rows"][1]["params"]
+    # the bootstrap p-value of seed 1 is sacreBLEU's own (its command line, same samples and seed)
+    det = [os.path.join(work, "runs", n, "seed1", "eval", "test.detok") for n in ("transformer", "combo")]
+    out = subprocess.run([os.path.join(BIN, "sacrebleu"), ref, "-i", *det, "--paired-bs", "--paired-bs-n", "200",
+                          "-m", "bleu", "--format", "json"], capture_output=True, text=True, check=True).stdout
+    p_cli = json.loads(out)[1]["BLEU"]["p_value"]
+    assert res["rows"][1]["subsets"]["test"]["p_values"][0] == pytest.approx(p_cli)
+    assert "| `combo` (`transformer_simplified_decoder --lexical-shortcuts`) |" in readme.read_text()
+
+    # a second call redoes nothing
+    logs = {p: os.path.getsize(p) for p in (os.path.join(work, "runs", n, s, "train.log")
+                                            for n in ("transformer", "combo") for s in ("seed1", "seed2"))}
+    gen = os.path.join(work, "runs", "combo", "seed2", "eval", "test.generate.txt")
+    mtime = os.path.getmtime(gen)
+    assert "trained before, reused" in _compare(multi30k_slice, work).stdout
+    assert {p: os.path.getsize(p) for p in logs} == logs and os.path.getmtime(gen) == mtime
+
+    # an interrupted run (checkpoint at update 2, no train.json) continues from its checkpoint to update 4
+    run_dir = os.path.join(work, "runs", "combo", "seed2")
+    cmd = [a if a != "USER_DIR" else os.path.join(REPO, "fairseq_fusion") for a in json.load(open(os.path.join(run_dir, "command.json")))]
+    for name in os.listdir(run_dir):
+        if name != "command.json":
+            subprocess.run(["rm", "-rf", os.path.join(run_dir, name)], check=True)
+    run_cli(["fairseq-train", *cmd, "--max-update", "2"])
+    assert os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
+    _compare(multi30k_slice, work)
+    log = open(os.path.join(run_dir, "train.log")).read()
+    assert re.search(r"[Ll]oaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 2 updates\)", log)
+    updates = [int(json.loads(m)["num_updates"]) for m in re.findall(r"\| train_inner \| (\{.*\})", log)]
+    assert updates == [3, 4]
+    assert json.load(open(os.path.join(run_dir, "train.json")))["updates"] == 4
+
+    # another command in the same place is refused, naming the folder; a bad flag fails before any training
+    proc = _compare(multi30k_slice, work, "--train-args", "--dropout 0.3", check=False)
+    assert proc.returncode != 0 and "was trained with another command" in proc.stderr and "seed1" in proc.stderr
+    proc = run_cli(["fusion-compare", multi30k_slice, "--work", str(tmp_path / "w2"), "--size", "tiny", "--max-update", "2",
+                    "--system", "transformer", "--system", "x=fusion_transformer --surface-fusion-lambda 0.5"], check=False)
+    assert proc.returncode != 0 and "--surface-fusion" in proc.stderr and not os.path.exists(tmp_path / "w2" / "runs")
