@@ -144,3 +144,18 @@ def test_compare_end_to_end_resume_and_refusals(multi30k_slice, tmp_path):
     proc = run_cli(["fusion-compare", multi30k_slice, "--work", str(tmp_path / "w2"), "--size", "tiny", "--max-update", "2",
                     "--system", "transformer", "--system", "x=fusion_transformer --surface-fusion-lambda 0.5"], check=False)
     assert proc.returncode != 0 and "--surface-fusion" in proc.stderr and not os.path.exists(tmp_path / "w2" / "runs")
+
+
+def test_recipe_systems_are_valid(multi30k_slice, tmp_path):
+    """recipes/compare/multi30k.sh (the README's table): every system parses and validates (--dry-run)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    os.symlink(multi30k_slice, work / "data-bin")
+    (work / "data-bin" / ".done").touch()
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], WORK=str(work))
+    script = os.path.join(REPO, "recipes", "compare", "multi30k.sh")
+    assert "fusion-compare" in subprocess.run(["bash", script, "--help"], capture_output=True, text=True, check=True).stdout
+    proc = subprocess.run(["bash", script, "--dry-run", "--test-subsets", "test"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trains = [line for line in proc.stdout.splitlines() if line.startswith("fairseq-train ")]
+    assert len(trains) == 8 and "--lexical-shortcuts" in trains[-1] and "--surface-fusion hard" in trains[-1]

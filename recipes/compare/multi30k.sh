@@ -7,6 +7,12 @@
 #   SIZE=base UPDATES=100000 EXTRA="--fp16" bash recipes/compare/multi30k.sh
 #   DATA=../shared/data WORK=compare_work SEEDS="1 2" UPDATES=400 SIZE=small README=1 bash recipes/compare/multi30k.sh [fusion-compare flags]
 set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  echo "recipes/compare/multi30k.sh: the README's results table (fusion-compare on Multi30k En-De)"
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+  echo "Any further argument is a fusion-compare flag (fusion-compare --help), e.g. --dry-run."
+  exit 0
+fi
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 DATA=${DATA:-../shared/data}
