@@ -215,7 +215,7 @@ def bootstrap(args, run_dir, base_dir, subset, base_name):
 
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-test progress notes
     res = evaluation.paired_significance(refs, base, {"system": hyps}, "bs", args.bootstrap_samples, base_name)
-    result = {"p_value": res["systems"][1]["p_value"], "signature": res["signature"],
+    result = {"p_value": res["systems"][1]["p_value"], "same_output": res["systems"][1]["same_output"], "signature": res["signature"],
               "baseline_bleu": res["systems"][0]["bleu"], "bleu": res["systems"][1]["bleu"]}
     with open(out, "w") as f:
         json.dump(result, f, indent=2)
@@ -247,7 +247,8 @@ def summarize(systems, runs, subsets, baseline):
             tok = [r["eval"][subset]["tokenized_bleu"]["score"] for r in mine if subset in r["eval"]]
             row["subsets"][subset] = {
                 "sacrebleu": bleu, "sacrebleu_mean_sd": mean_sd(bleu), "tokenized_bleu": tok, "tokenized_bleu_mean_sd": mean_sd(tok),
-                "p_values": [r["significance"].get(subset, {}).get("p_value") for r in mine] if s["name"] != baseline else None}
+                "p_values": [r["significance"].get(subset, {}).get("p_value") for r in mine] if s["name"] != baseline else None,
+                "same_output": [bool(r["significance"].get(subset, {}).get("same_output")) for r in mine]}
         rows.append(row)
     return rows
 
@@ -255,6 +256,12 @@ def summarize(systems, runs, subsets, baseline):
 def _fmt(mean_sd_pair, digits=2):
     m, sd = mean_sd_pair
     return "-" if m is None else f"{m:.{digits}f}" + ("" if sd is None else f" ± {sd:.{digits}f}")
+
+
+def _fmt_p(p, same_output):
+    if same_output:
+        return "same output"
+    return "-" if p is None else f"{p:.3f}{'*' if p < 0.05 else ''}"
 
 
 def markdown(rows, subsets, baseline):
@@ -272,8 +279,8 @@ def markdown(rows, subsets, baseline):
         line = f"| {name} | {params} | {r['words_per_s']:.0f}{ratio} |"
         for subset in subsets:
             c = r["subsets"][subset]
-            p = "baseline" if c["p_values"] is None else ", ".join(
-                "-" if v is None else f"{v:.3f}{'*' if v < 0.05 else ''}" for v in c["p_values"])
+            p = "baseline" if c["p_values"] is None else ", ".join(_fmt_p(v, same) for v, same in zip(
+                c["p_values"], c.get("same_output") or [False] * len(c["p_values"])))
             line += f" {_fmt(c['sacrebleu_mean_sd'])} | {_fmt(c['tokenized_bleu_mean_sd'])} | {p} |"
         lines.append(line)
     return "\n".join(lines)
@@ -467,7 +474,8 @@ def write_results(args, systems, runs, baseline, command, complete):
     block = (f"{table}\n\n{'' if complete else '**Incomplete** (runs still to come). '}"
              f"{len(args.seeds)} seeds ({', '.join(map(str, args.seeds))}), {budget} each, size `{args.size}`, beam {args.beam}; "
              f"mean ± sd over seeds; p: sacreBLEU's paired bootstrap ({args.bootstrap_samples} samples) against "
-             f"`{baseline}` of the same seed (* p < 0.05); words/s: median of fairseq's per-interval wps after the first "
+             f"`{baseline}` of the same seed (* p < 0.05; `same output`: translations identical to the baseline's, "
+             f"not tested); words/s: median of fairseq's per-interval wps after the first "
              f"interval. sacreBLEU signature: `{signature}`.\n\n"
              f"{time.strftime('%Y-%m-%d')}, {machine()['platform']}, {machine()['cpus']} CPUs"
              f"{'' if not machine()['cuda'] else ', ' + machine()['cuda']}: `{command}`")

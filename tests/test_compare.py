@@ -50,6 +50,9 @@ def test_table_rows_are_mean_and_sample_sd_over_seeds():
     # base: BLEU 21 +- sqrt(2) = 1.41, words/s 1100; x: 23.5 +- 0.71, 25 +- 1.41, 850 / 1100 = 0.77
     assert table[2] == "| `base` (`transformer`) | 2.50M | 1100 (1.00) | 21.00 ± 1.41 | 22.00 ± 1.41 | baseline |"
     assert table[3] == "| `x` (`fusion_transformer --flag`) | 2.50M | 850 (0.77) | 23.50 ± 0.71 | 25.00 ± 1.41 | 0.010*, 0.200 |"
+    runs[1]["significance"] = {"t": {"p_value": None, "same_output": True}}  # seed 1 translated as the baseline
+    table = compare.markdown(compare.summarize(systems, runs, ["t"], "base"), ["t"], "base").splitlines()
+    assert table[3].endswith("| same output, 0.200 |")
 
 
 def test_readme_block_goes_between_the_markers(tmp_path):
@@ -112,6 +115,7 @@ def test_compare_end_to_end_resume_and_refusals(multi30k_slice, tmp_path):
     out = subprocess.run([os.path.join(BIN, "sacrebleu"), ref, "-i", *det, "--paired-bs", "--paired-bs-n", "200",
                           "-m", "bleu", "--format", "json"], capture_output=True, text=True, check=True).stdout
     p_cli = json.loads(out)[1]["BLEU"]["p_value"]
+    assert open(det[0]).read() != open(det[1]).read()  # a real test (a copy of the baseline is reported as such)
     assert res["rows"][1]["subsets"]["test"]["p_values"][0] == pytest.approx(p_cli)
     assert "| `combo` (`transformer_simplified_decoder --lexical-shortcuts`) |" in readme.read_text()
 

@@ -151,6 +151,30 @@ def test_bleu_by_length_and_significance_equal_direct_computation(tmp_path):
     assert ours["p_value"] < 0.05
 
 
+def test_paired_bootstrap_reports_a_copy_of_the_baseline_as_the_same_output(tmp_path):
+    """sacreBLEU counts resampled differences strictly above the observed one: a copy of the baseline gets its
+    smallest p, 1/(n+1), "significant" (its command line, run here). Such a system is the same output, not tested."""
+    from fairseq_fusion.cli import significance
+
+    refs = ["the cat sat on the mat .", "a dog ran in the park today .", "we like green tea a lot .", "it rained ."]
+    base = ["the cat sat on a mat .", "a dog ran in park today .", "we like tea a lot .", "it rained all day ."]
+    other = ["the cat sat on the mat .", "a dog ran in park today .", "we like tea .", "it rained ."]
+    files = {}
+    for name, lines in (("ref", refs), ("base", base), ("copy", list(base)), ("other", other)):
+        files[name] = str(tmp_path / name)
+        with open(files[name], "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+    cli = json.loads(sacrebleu_cli(files["ref"], [files["base"], files["copy"]], "--paired-bs", "--paired-bs-n", "99", "-f", "json"))
+    assert cli[1]["BLEU"]["p_value"] == pytest.approx(1 / 100)
+    os.environ.pop("SACREBLEU_SEED", None)
+    sig = significance.main(significance.get_parser().parse_args(
+        ["--ref", files["ref"], "--baseline", f"base={files['base']}", "--sys", f"copy={files['copy']}",
+         f"other={files['other']}", "--n-samples", "99"]))
+    copy, oth = sig["systems"][1], sig["systems"][2]
+    assert (copy["same_output"], copy["p_value"]) == (True, None)
+    assert oth["same_output"] is False and oth["p_value"] is not None
+
+
 def test_sign_test_counts_sentence_swaps_and_binomial_p(tmp_path):
     """Collins et al. 2005: + / - / tie per sentence from corpus BLEU with one sentence swapped in,
     recomputed here with sacrebleu.corpus_bleu on each swapped corpus; p by the binomial formula."""

@@ -216,9 +216,12 @@ def paired_significance(refs: Sequence[str], baseline: Sequence[str], systems: D
     metric = BLEU(tokenize="none" if tokenized else "13a", force=tokenized, references=[list(refs)])
     sigs, scores = PairedTest(named, {"BLEU": metric}, references=None, test_type=test, n_samples=n_samples)()
     out = {"test": test, "signature": str(sigs["BLEU"]), "systems": []}
-    for name, res in zip(scores["System"], scores["BLEU"]):
+    for name, (_, hyps), res in zip(scores["System"], named, scores["BLEU"]):
+        # sacreBLEU counts resampled differences strictly above the observed one, so a system whose output equals
+        # the baseline's gets its smallest p, 1/(n+1): "significant". Such a pair is reported as the same output.
+        same = hyps is not named[0][1] and hyps == named[0][1]
         out["systems"].append({
-            "name": name, "bleu": res.score, "p_value": res.p_value,
+            "name": name, "bleu": res.score, "p_value": None if same else res.p_value, "same_output": same,
             "mean": res.mean, "ci": res.ci,
         })
     return out

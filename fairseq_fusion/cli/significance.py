@@ -49,6 +49,7 @@ def main(args):
     print(result["signature"])
     for s in result["systems"]:
         p = "" if s["p_value"] is None else f"  p = {s['p_value']:.4f}{' *' if s['p_value'] < 0.05 else ''}"
+        p = "  same output as the baseline (not tested)" if s.get("same_output") else p
         ci = "" if s["ci"] is None else f"  ({s['mean']:.2f} +- {s['ci']:.2f})"
         print(f"{s['name']}\tBLEU {s['bleu']:.2f}{ci}{p}")
     if args.out:
