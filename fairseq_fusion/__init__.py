@@ -6,10 +6,12 @@ classes fairseq checkpoints pickle, so they load under torch >= 2.6 (``weights_o
 lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``), and fixes two fairseq
 0.12 bugs that change what users measure (``fairseq_fixes``: the last batch dropped when its
 size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the CUDA extension), and filters the notices of
-fairseq's internals a user cannot act on, one message at a time (``quiet``).
+fairseq's internals a user cannot act on, one message at a time (``quiet``). Its refusals of bad input
+reach the user as one line, ``fairseq-fusion: error: ...`` (``errors``).
 """
-from . import quiet
+from . import errors, quiet
 
+errors.install()  # the plugin's refusals as one line (errors.py)
 quiet.install()  # before fairseq is imported: its import-time notices (see quiet.py)
 
 from . import checkpoint_safety, distributed_cpu, fairseq_fixes  # noqa: E402

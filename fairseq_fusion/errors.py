@@ -1,0 +1,87 @@
+"""Bad input reaches the user as one line, ``fairseq-fusion: error: ...``, never a traceback.
+
+The plugin's refusals raise ``FusionError`` (a ``ValueError``, so callers that catch those keep
+working). Importing the plugin installs a ``sys.excepthook`` that prints such an error as one line
+and exits 1, in fairseq-train, fairseq-generate, fairseq-interactive and every ``fusion-*`` command;
+fairseq-hydra-train prints it through hydra's compact error path (``FusionError`` is one of hydra's
+``CompactHydraException``s when hydra is installed). The hub raises it with the same message.
+Real bugs keep their traceback; ``FAIRSEQ_FUSION_TRACEBACK=1`` shows it for the plugin's errors too.
+Ctrl-C during ``fairseq-train`` says which checkpoint a re-run resumes from.
+"""
+import os
+import sys
+
+PREFIX = "fairseq-fusion: error: "
+TRACEBACK_ENV = "FAIRSEQ_FUSION_TRACEBACK"
+
+try:  # hydra prints str(ex) of a CompactHydraException, without the traceback
+    from hydra.errors import CompactHydraException as _Compact
+except ImportError:  # pragma: no cover - hydra comes with fairseq
+    class _Compact(Exception):
+        pass
+
+
+class FusionError(ValueError, _Compact):
+    """A refusal of bad input: the message names the flag or file and what was expected."""
+
+    def __init__(self, message):
+        message = str(message)
+        super().__init__(message if message.startswith(PREFIX) else PREFIX + message)
+
+
+def fail(message):
+    """End a command with one line on stderr (``fairseq-fusion: error: ...``) and exit status 1."""
+    raise SystemExit(str(FusionError(message)))
+
+
+def show_tracebacks():
+    return os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
+
+
+# what a training run has saved last (set by the checkpoint hook in ``checkpoint_files``)
+LAST_SAVED = {}
+
+
+def _argv_option(name, default=None):
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return default
+
+
+def _is_training():
+    prog = os.path.basename(sys.argv[0] if sys.argv else "")
+    return prog.startswith(("fairseq-train", "fairseq-hydra-train")) or prog in ("train.py", "hydra_train.py")
+
+
+def interrupted_message():
+    """What a re-run of an interrupted ``fairseq-train`` resumes from."""
+    save_dir = LAST_SAVED.get("save_dir") or _argv_option("--save-dir") or _argv_option("checkpoint.save_dir") \
+        or "checkpoints"
+    restore = _argv_option("--restore-file") or _argv_option("checkpoint.restore_file") or "checkpoint_last.pt"
+    last = restore if os.path.isabs(restore) else os.path.join(save_dir, restore)
+    if os.path.exists(last):
+        where = f"{last}"
+        if LAST_SAVED.get("path") and os.path.abspath(LAST_SAVED["path"]) == os.path.abspath(last):
+            where += f" (update {LAST_SAVED['num_updates']})"
+        return f"fairseq-fusion: interrupted; the same command resumes from {where}"
+    return f"fairseq-fusion: interrupted before the first checkpoint ({last} does not exist): the same command starts from scratch"
+
+
+def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
+    if issubclass(exc_type, FusionError) and not show_tracebacks():
+        print(str(exc), file=sys.stderr)
+        return
+    if issubclass(exc_type, KeyboardInterrupt) and _is_training():
+        print(file=sys.stderr)
+        print(interrupted_message(), file=sys.stderr)
+        return
+    _previous(exc_type, exc, tb)
+
+
+def install():
+    if sys.excepthook is not _excepthook:
+        sys.excepthook = _excepthook
