@@ -144,3 +144,149 @@ def test_preprocessed_release_is_binarized_as_it_is(tmp_path):
     proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", "a", "--validpref", "b", "--destdir", "c",
                     "--nwords", "8"], check=False)
     assert proc.returncode != 0 and "--nwords only goes with --preprocessed" in proc.stderr
+
+
+# ------------------------------------------------------------------ a prepared folder is never half-written
+def tree(folder):
+    """Every file (path -> sha256 of its bytes) and folder under ``folder``: equal trees are byte-identical."""
+    import hashlib
+
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(root, d), folder) + "/"] = None
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(root, f), folder)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def prepare_in_process(argv):
+    from fairseq_fusion.cli import prepare_text
+
+    return prepare_text.main(prepare_text.get_parser().parse_args(argv))
+
+
+def small_prepare_args(dest, *extra):
+    src = data_paths.data_path("multi30k")
+    return ["-s", "en", "-t", "de", "--trainpref", os.path.join(src, "train"), "--validpref", os.path.join(src, "val"),
+            "--destdir", dest, "--max-lines", "60", "--bpe-merges", "30", "--workers", "1", *extra]
+
+
+@pytest.fixture
+def prepared_copy(multi30k_slice, tmp_path):
+    import shutil
+
+    dest = str(tmp_path / "data")
+    shutil.copytree(multi30k_slice, dest)
+    return dest
+
+
+def test_a_prepared_or_other_folder_is_refused_without_overwrite(prepared_copy, tmp_path):
+    """Preparing again into a prepared folder with other settings is refused before anything is written,
+    naming the folder and --overwrite; so is a folder holding other files, and a file."""
+    before = tree(prepared_copy)
+    with pytest.raises(SystemExit) as e:
+        prepare_in_process(small_prepare_args(prepared_copy))
+    assert str(e.value) == (f"fairseq-fusion: error: --destdir {prepared_copy} already holds a prepared folder: pass "
+                            "--overwrite to replace it (it stays as it is until the new one is complete), or give another --destdir")
+    assert tree(prepared_copy) == before
+    other = tmp_path / "notes"
+    write(str(other), "mine.txt", ["keep me"])
+    with pytest.raises(SystemExit, match="notes is not empty and not a folder fusion-prepare-text wrote.*--overwrite"):
+        prepare_in_process(small_prepare_args(str(other)))
+    assert os.listdir(other) == ["mine.txt"]
+    with pytest.raises(SystemExit, match="mine.txt is a file, not a folder"):
+        prepare_in_process(small_prepare_args(str(other / "mine.txt")))
+    assert sorted(os.listdir(tmp_path)) == ["data", "notes"]  # nothing staged beside them
+
+
+def test_failure_midway_leaves_the_old_folder_and_no_staging(prepared_copy, monkeypatch):
+    """A failure or Ctrl-C in a late step (after tokenization, BPE and prepare.json: the binarization) leaves
+    the old folder byte-identical, also with --overwrite, and no staged folder behind; the new folder
+    (without the old one's files) is in place only after a complete run, and its log names it."""
+    from fairseq_fusion.cli import prepare_text
+
+    parent = os.path.dirname(prepared_copy)
+    before = tree(prepared_copy)
+    real_binarize = prepare_text.binarize
+    for exc in (RuntimeError("disk full"), KeyboardInterrupt()):
+        def late_failure(args, *a, exc=exc, **k):
+            assert os.path.exists(os.path.join(args.destdir, "prepare.json"))  # it is late: the rest is written
+            raise exc
+        monkeypatch.setattr(prepare_text, "binarize", late_failure)
+        with pytest.raises(type(exc)):
+            prepare_in_process(small_prepare_args(prepared_copy, "--overwrite"))
+        assert tree(prepared_copy) == before
+        assert os.listdir(parent) == ["data"]
+    monkeypatch.setattr(prepare_text, "binarize", real_binarize)
+    prepare_in_process(small_prepare_args(prepared_copy, "--overwrite"))
+    with open(os.path.join(prepared_copy, "prepare.json")) as f:
+        assert json.load(f)["bpe_merges"] == 30
+    assert len(read(os.path.join(prepared_copy, "bpe.codes"))) == 31  # version line + 30 merges
+    assert not os.path.exists(os.path.join(prepared_copy, "test.en-de.en.bin"))  # the old folder's test split is gone
+    assert len(read(os.path.join(prepared_copy, "tok", "valid.en"))) == 60
+    assert os.listdir(parent) == ["data"]
+    with open(os.path.join(prepared_copy, "preprocess.log")) as f:
+        assert f"destdir='{prepared_copy}'" in f.read()
+
+
+def test_swap_restores_the_old_folder_when_the_new_one_cannot_take_its_place(tmp_path, monkeypatch):
+    """--overwrite moves the old folder aside, then renames the new one into place: if that rename
+    fails, the old folder is put back."""
+    from fairseq_fusion.cli import prepare_text
+
+    old = tmp_path / "data"
+    write(str(old), "prepare.json", ["{}"])
+    before = tree(str(old))
+    real_replace = os.replace
+
+    def failing_replace(src, dst):
+        if os.path.basename(src).startswith(".data.building-"):
+            raise OSError("no room")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(prepare_text.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="no room"):
+        with prepare_text.staged_folder(str(old)) as staged:
+            write(staged, "prepare.json", ["{\"new\": 1}"])
+    assert tree(str(old)) == before and os.listdir(tmp_path) == ["data"]
+
+
+def test_add_test_interrupted_leaves_the_folder_as_it_was(prepared_copy, monkeypatch):
+    """--add-test stopped by Ctrl-C during binarization, or while moving its files into place, adds
+    nothing: the folder is byte-identical and nothing is staged in it."""
+    import subprocess
+
+    from fairseq_fusion.cli import prepare_text
+
+    src = data_paths.data_path("multi30k")
+    argv = ["-s", "en", "-t", "de", "--destdir", prepared_copy, "--max-lines", "30", "--workers", "1",
+            "--add-test", os.path.join(src, "test_2017_flickr")]
+    before = tree(prepared_copy)
+    real_run = subprocess.run
+    monkeypatch.setattr(prepare_text.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        prepare_in_process(argv)
+    assert tree(prepared_copy) == before
+
+    monkeypatch.setattr(prepare_text.subprocess, "run", real_run)
+    real_rename, moved = os.rename, []
+
+    def rename_then_stop(a, b):  # Ctrl-C after two files of the new split are in place
+        if len(moved) == 2:
+            raise KeyboardInterrupt()
+        real_rename(a, b)
+        moved.append(b)
+
+    monkeypatch.setattr(prepare_text.os, "rename", rename_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_in_process(argv)
+    assert len(moved) == 2 and tree(prepared_copy) == before
+    monkeypatch.setattr(prepare_text.os, "rename", real_rename)
+    prepare_in_process(argv)
+    added = tree(prepared_copy)
+    assert {k: v for k, v in added.items() if k in before} == before  # only new files
+    assert {"test1.en-de.en.bin", "test1.en-de.de.idx", "tok/test1.bpe.en", "tok/test1.raw.de"} <= set(added) - set(before)
+    with pytest.raises(SystemExit, match="--overwrite replaces a whole --destdir; --add-test only adds"):
+        prepare_in_process(argv + ["--overwrite"])

@@ -14,18 +14,26 @@ settings, so that new text can be preprocessed the same way (``TextPipeline``).
 ``--preprocessed`` binarizes data that its authors released already tokenized and BPE'd (Google's
 WMT16 En-De, Lee et al.'s WMT16 En-Ro), keeping their codes (``--bpe-codes``) and the raw test
 references (``--raw-testpref``).
+The folder is built beside DESTDIR (``.DESTDIR.building-*``) and renamed into place when complete, so a
+failure or Ctrl-C leaves no half-written folder; a DESTDIR that is not empty is refused unless
+``--overwrite`` (the old folder is replaced only once the new one is complete). ``--add-test`` stages its
+files inside the folder and moves them into place at the end (none of the folder's files is rewritten).
 """
 import json
 import argparse
 import gzip
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from multiprocessing import Pool
 
 from tqdm import tqdm
 
 from .. import data_paths
+from ..errors import fail
 from ._tools import console_script
 
 
@@ -52,7 +60,7 @@ def chinese_segmenter(name):
     try:
         import jieba
     except ImportError:
-        sys.exit("fusion-prepare: Chinese text needs word segmentation: pip install jieba "
+        fail("Chinese text needs word segmentation: pip install jieba "
                  "(or --zh-segmenter none for text that is already segmented)")
     jieba.setLogLevel(60)
     return lambda line: " ".join(w for w in jieba.cut(line) if w.strip())
@@ -66,7 +74,7 @@ def check_segmented(lines, path_hint):
     tokens = [t for line in lines[:2000] for t in line.split()]
     chars = sum(len(cjk.findall(t)) for t in tokens)
     if tokens and chars / len(tokens) > 4:
-        sys.exit(f"fusion-prepare: {path_hint} looks unsegmented ({chars / len(tokens):.1f} Chinese characters per "
+        fail(f"{path_hint} looks unsegmented ({chars / len(tokens):.1f} Chinese characters per "
                  "whitespace token): use --zh-segmenter jieba (the default) or segment it first")
 
 
@@ -173,10 +181,12 @@ def apply_bpe(codes_path, in_path, out_path, tool, vocab_path=None, vocab_thresh
         import fastBPE
 
         if vocab_path is not None:  # fastBPE restricts to the vocabulary it is given: pre-filter it
-            kept = vocab_path + f".min{vocab_threshold}"
             with open(vocab_path, encoding="utf-8") as f:
-                write_vocab(kept, {t: int(n) for t, n in (line.split() for line in f) if int(n) >= vocab_threshold})
-            bpe = fastBPE.fastBPE(codes_path, kept)
+                counts = {t: int(n) for t, n in (line.split() for line in f) if int(n) >= vocab_threshold}
+            with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(out_path))) as tmp:
+                kept = os.path.join(tmp, f"vocab.min{vocab_threshold}")
+                write_vocab(kept, counts)
+                bpe = fastBPE.fastBPE(codes_path, kept)
         else:
             bpe = fastBPE.fastBPE(codes_path)
         with open(in_path, encoding="utf-8") as f:
@@ -208,7 +218,11 @@ def get_parser():
                    help="add test sets to an existing --destdir: processed with its tokenizer, truecaser, BPE codes and "
                    "dictionaries (nothing is re-learned), binarized as the next free test, test1, test2, ...")
     p.add_argument("--testpref", default=None, help="comma-separated prefixes of test sets")
-    p.add_argument("--destdir", required=True, help="output: tokenized, BPE and binarized data")
+    p.add_argument("--destdir", required=True, help="output: tokenized, BPE and binarized data (a new or empty folder, "
+                   "unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a --destdir that is not empty (e.g. prepared before with other settings); the old "
+                   "folder stays as it is until the new one is complete")
     p.add_argument("--bpe-merges", type=int, default=4000)
     p.add_argument("--bpe-tool", choices=["subword-nmt", "fastbpe"], default="subword-nmt",
                    help="tool that applies the codes (they are always learned with subword-nmt)")
@@ -255,10 +269,10 @@ def codes_path(destdir, lang):
 
 
 def add_test_sets(args):
-    """--add-test: new test sets through the folder's own pipeline and dictionaries."""
-    import shutil
-    import tempfile
-
+    """--add-test: new test sets through the folder's own pipeline and dictionaries, staged in a hidden
+    folder inside it and moved into place at the end (``move_into``), so an interruption adds nothing."""
+    if args.overwrite:
+        fail("--overwrite replaces a whole --destdir; --add-test only adds test sets to it: give one of them")
     src, tgt = args.source_lang, args.target_lang
     manifest_path = os.path.join(args.destdir, "prepare.json")
     needed = [manifest_path] + [os.path.join(args.destdir, f"dict.{l}.txt") for l in (src, tgt)]
@@ -266,22 +280,38 @@ def add_test_sets(args):
         needed += [codes_path(args.destdir, l) for l in (src, tgt)]
     missing = [p for p in needed if not os.path.exists(p)]
     if missing:
-        sys.exit(f"fusion-prepare: --add-test needs a --destdir written by fusion-prepare-text: {', '.join(missing)} not found")
+        fail(f"--add-test needs a --destdir written by fusion-prepare-text: {', '.join(missing)} not found")
     with open(manifest_path) as f:
         manifest = json.load(f)
     if (manifest["source_lang"], manifest["target_lang"]) != (src, tgt):
-        sys.exit(f"fusion-prepare: {manifest_path} is {manifest['source_lang']}-{manifest['target_lang']}, not {src}-{tgt}")
-    tok_dir = os.path.join(args.destdir, "tok")
+        fail(f"{manifest_path} is {manifest['source_lang']}-{manifest['target_lang']}, not {src}-{tgt}")
+    staging = tempfile.mkdtemp(prefix=".add-test-", dir=args.destdir)
+    try:
+        added = _add_test_sets(args, manifest, staging)
+        move_into(staging, args.destdir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    for prefix, name in added:
+        print(f"| added {prefix} as the {name} split of {args.destdir}", flush=True)
+
+
+def _add_test_sets(args, manifest, staging):
+    """Write the new splits' files into ``staging`` (laid out as the folder); returns [(prefix, split)]."""
+    src, tgt = args.source_lang, args.target_lang
+    tok_dir = os.path.join(staging, "tok")
+    os.makedirs(tok_dir)
     threshold = manifest.get("bpe_vocab_threshold")
     raw_tests = args.raw_testpref.split(",") if args.raw_testpref else []
+    added = []
     for i, prefix in enumerate(args.add_test.split(",")):
         k = 0
-        while os.path.exists(os.path.join(tok_dir, f"{'test' if k == 0 else f'test{k}'}.bpe.{src}")):
+        while any(os.path.exists(os.path.join(folder, "tok", f"{'test' if k == 0 else f'test{k}'}.bpe.{src}"))
+                  for folder in (args.destdir, staging)):
             k += 1
         name = "test" if k == 0 else f"test{k}"
         raw = {lang: read_lines(prefix, lang, args.max_lines) for lang in (src, tgt)}
         if len(raw[src]) != len(raw[tgt]):
-            sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
+            fail(f"{prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
         for lang in (src, tgt):
             if args.preprocessed:  # already BPE'd: binarized as it is; --raw-testpref: its untokenized text
                 write_lines(os.path.join(tok_dir, f"{name}.bpe.{lang}"), raw[lang])
@@ -299,7 +329,7 @@ def add_test_sets(args):
             vocab = os.path.join(args.destdir, f"bpe.vocab.{lang}") if threshold else None
             apply_bpe(codes_path(args.destdir, lang), os.path.join(tok_dir, f"{name}.{lang}"),
                       os.path.join(tok_dir, f"{name}.bpe.{lang}"), manifest.get("bpe_tool", "subword-nmt"), vocab, threshold)
-        with tempfile.TemporaryDirectory(dir=args.destdir) as tmp:
+        with tempfile.TemporaryDirectory(dir=staging) as tmp:
             cmd = [console_script("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
                    "--testpref", os.path.join(tok_dir, f"{name}.bpe"), "--destdir", tmp, "--workers", str(args.workers),
                    "--srcdict", os.path.join(args.destdir, f"dict.{src}.txt"), "--tgtdict", os.path.join(args.destdir, f"dict.{tgt}.txt")]
@@ -307,35 +337,122 @@ def add_test_sets(args):
             subprocess.run(cmd, check=True)
             for f in os.listdir(tmp):
                 if f.startswith("test."):
-                    shutil.move(os.path.join(tmp, f), os.path.join(args.destdir, name + f[len("test"):]))
-        print(f"| added {prefix} as the {name} split of {args.destdir}", flush=True)
+                    os.replace(os.path.join(tmp, f), os.path.join(staging, name + f[len("test"):]))
+        added.append((prefix, name))
+    return added
+
+
+def move_into(staging, destdir):
+    """Move every file of ``staging`` to the same place in ``destdir``, where none may exist yet; on an
+    error or Ctrl-C midway the files moved so far are removed again, so ``destdir`` is as it was."""
+    moves = [(os.path.join(root, f), os.path.join(destdir, os.path.relpath(os.path.join(root, f), staging)))
+             for root, _, files in os.walk(staging) for f in files]
+    taken = [dst for _, dst in moves if os.path.lexists(dst)]
+    if taken:
+        fail(f"--add-test would replace {', '.join(taken)}: files of --destdir {destdir} that its own splits do not account for")
+    done = []
+    try:
+        for src, dst in moves:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.rename(src, dst)
+            done.append(dst)
+    except BaseException:
+        for dst in done:
+            os.remove(dst)
+        raise
+
+
+def _is_prepared(folder):
+    """A folder fusion-prepare-text (or an older version, without prepare.json) wrote."""
+    return os.path.exists(os.path.join(folder, "prepare.json")) or any(
+        f.startswith("dict.") and f.endswith(".txt") for f in os.listdir(folder))
+
+
+def check_destination(destdir, overwrite):
+    """Refuse a --destdir that holds anything (a prepared folder or other files) unless --overwrite."""
+    if os.path.lexists(destdir) and not os.path.isdir(destdir):
+        fail(f"--destdir {destdir} is a file, not a folder")
+    if overwrite or not os.path.isdir(destdir) or not os.listdir(destdir):
+        return
+    if _is_prepared(destdir):
+        fail(f"--destdir {destdir} already holds a prepared folder: pass --overwrite to replace it (it stays as it is "
+             "until the new one is complete), or give another --destdir")
+    fail(f"--destdir {destdir} is not empty and not a folder fusion-prepare-text wrote: give a new or empty --destdir, "
+         "or --overwrite to replace it with everything in it")
+
+
+@contextmanager
+def staged_folder(destdir):
+    """Yield a new folder beside ``destdir`` (same parent, so the rename is atomic); when the block
+    completes it takes ``destdir``'s place (an old ``destdir`` is moved aside, then removed); on an error
+    or Ctrl-C it is removed and ``destdir`` is untouched."""
+    destdir = os.path.realpath(destdir)
+    parent, name = os.path.split(destdir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{name}.building-", dir=parent)
+    try:
+        yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private
+        if os.path.isdir(destdir) and os.listdir(destdir):
+            old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
+            os.replace(destdir, old)
+            try:
+                os.replace(tmp, destdir)
+            except BaseException:
+                os.replace(old, destdir)
+                raise
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, destdir)  # a new name, or an empty folder's
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _name_the_destination(log, tmp, destdir):
+    """fairseq-preprocess logged the staged folder as its --destdir: name the real one."""
+    if os.path.exists(log):
+        with open(log, encoding="utf-8") as f:
+            text = f.read()
+        with open(log, "w", encoding="utf-8") as f:
+            f.write(text.replace(tmp, destdir))
 
 
 def main(args):
-    src, tgt = args.source_lang, args.target_lang
     if args.add_test:
         return add_test_sets(args)
     if not args.trainpref or not args.validpref:
-        sys.exit("fusion-prepare: --trainpref and --validpref are required (or --add-test to extend an existing --destdir)")
+        fail("--trainpref and --validpref are required (or --add-test to extend an existing --destdir)")
     for flag in ("bpe_codes", "raw_testpref", "nwords"):
         if getattr(args, flag) is not None and not args.preprocessed:
-            sys.exit(f"fusion-prepare: --{flag.replace('_', '-')} only goes with --preprocessed")
-    if args.preprocessed:
-        return binarize_preprocessed(args)
-    os.makedirs(args.destdir, exist_ok=True)
+            fail(f"--{flag.replace('_', '-')} only goes with --preprocessed")
+    if args.bpe_vocab_threshold is not None and args.bpe_vocab_threshold < 1:
+        fail(f"--bpe-vocab-threshold must be >= 1, got {args.bpe_vocab_threshold}")
+    check_destination(args.destdir, args.overwrite)
+    with staged_folder(args.destdir) as tmp:
+        staged = argparse.Namespace(**{**vars(args), "destdir": tmp})
+        if args.preprocessed:
+            binarize_preprocessed(staged)
+        else:
+            prepare(staged)
+        _name_the_destination(os.path.join(tmp, "preprocess.log"), tmp, os.path.realpath(args.destdir))
+
+
+def prepare(args):
+    """The raw-text pipeline, into ``args.destdir`` (a new folder)."""
+    src, tgt = args.source_lang, args.target_lang
     tok_dir = os.path.join(args.destdir, "tok")
     os.makedirs(tok_dir, exist_ok=True)
     splits = [("train", args.trainpref), ("valid", args.validpref)]
     if args.testpref:
         splits += [("test" if i == 0 else f"test{i}", p) for i, p in enumerate(args.testpref.split(","))]
-
-    if args.bpe_vocab_threshold is not None and args.bpe_vocab_threshold < 1:
-        sys.exit(f"fusion-prepare: --bpe-vocab-threshold must be >= 1, got {args.bpe_vocab_threshold}")
     truecasers = {}
     for split, prefix in splits:
         raw = {lang: read_lines(prefix, lang, args.max_lines) for lang in (src, tgt)}
         if len(raw[src]) != len(raw[tgt]):
-            sys.exit(f"fusion-prepare: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
+            fail(f"{prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
         tok = {lang: tokenize(raw[lang], lang, args.workers, f"tokenize {split}.{lang}", args.normalize_punctuation,
                               args.zh_segmenter, args.tokenizer)
                for lang in (src, tgt)}
@@ -388,19 +505,17 @@ def binarize(args, train, valid, tests, extra=()):
 
 def binarize_preprocessed(args):
     """--preprocessed: check the release's files, keep its codes and the raw test text, binarize."""
-    import shutil
-
     src, tgt = args.source_lang, args.target_lang
     tests = args.testpref.split(",") if args.testpref else []
     raw_tests = args.raw_testpref.split(",") if args.raw_testpref else []
     if raw_tests and len(raw_tests) != len(tests):
-        sys.exit(f"fusion-prepare: --raw-testpref names {len(raw_tests)} sets but --testpref {len(tests)}")
+        fail(f"--raw-testpref names {len(raw_tests)} sets but --testpref {len(tests)}")
     if args.bpe_codes and not os.path.isfile(args.bpe_codes):
-        sys.exit(f"fusion-prepare: --bpe-codes {args.bpe_codes}: no such file")
+        fail(f"--bpe-codes {args.bpe_codes}: no such file")
     for prefix in [args.trainpref, args.validpref] + tests:
         for lang in (src, tgt):
             if not os.path.isfile(f"{prefix}.{lang}"):
-                sys.exit(f"fusion-prepare: --preprocessed expects plain-text {prefix}.{lang} (tokenized and BPE'd); not found")
+                fail(f"--preprocessed expects plain-text {prefix}.{lang} (tokenized and BPE'd); not found")
     os.makedirs(os.path.join(args.destdir, "tok"), exist_ok=True)
     for i, prefix in enumerate(tests):
         name = "test" if i == 0 else f"test{i}"
@@ -410,7 +525,7 @@ def binarize_preprocessed(args):
             if raw_tests:
                 raw = read_lines(raw_tests[i], lang)
                 if len(raw) != len(bpe[lang]):
-                    sys.exit(f"fusion-prepare: --raw-testpref {raw_tests[i]}.{lang} has {len(raw)} lines but "
+                    fail(f"--raw-testpref {raw_tests[i]}.{lang} has {len(raw)} lines but "
                              f"{prefix}.{lang} has {len(bpe[lang])}")
                 write_lines(os.path.join(args.destdir, "tok", f"{name}.raw.{lang}"), raw)
     if args.bpe_codes:
