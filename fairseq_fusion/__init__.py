@@ -14,12 +14,16 @@ from . import errors, quiet
 errors.install()  # the plugin's refusals as one line (errors.py)
 quiet.install()  # before fairseq is imported: its import-time notices (see quiet.py)
 
-from . import checkpoint_safety, distributed_cpu, fairseq_fixes  # noqa: E402
+from . import checkpoint_safety, distributed_cpu, entry_checks, fairseq_fixes  # noqa: E402
 
 checkpoint_safety.allow_fairseq_checkpoint_globals()
 distributed_cpu.patch_fairseq_ddp()
 fairseq_fixes.patch_fairseq()
+entry_checks.patch_fairseq()  # missing/truncated checkpoints, unknown --model-overrides keys, missing data folders
 
-from . import criterions, models, modules, tasks  # noqa: E402,F401
+from . import criterions, encoders, models, modules, tasks  # noqa: E402,F401
+from . import arch_help  # noqa: E402
+
+arch_help.install()  # fairseq-train --arch ARCH --help lists the technique flags under their titles
 
 __version__ = "0.1.0"

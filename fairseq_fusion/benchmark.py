@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from . import atomic_files
+
 SIZES = {
     # d, ffn, heads, enc layers, dec layers; these flags override the arch's own sizes (a `_big` or
     # `_small` arch is measured at the size asked for, with its other settings)
@@ -365,8 +367,7 @@ def run_worker(arch, argv, beams=None):
 
 def write_results(out, results, table, settings):
     print(table)
-    with open(out, "w") as f:
-        json.dump({"results": results, "table": table, "settings": settings}, f, indent=2)
+    atomic_files.write_json(out, {"results": results, "table": table, "settings": settings})
     print(f"| wrote {out}")
 
 
@@ -376,6 +377,7 @@ def main(args):
     if args.worker:
         print("RESULT " + json.dumps(measure(args)), flush=True)
         return
+    atomic_files.claim(args.out + ".lock", f"--out {args.out}")  # the workers (--worker) write nothing
     if not os.path.isdir(args.data):
         raise SystemExit(f"fusion-benchmark: --data {args.data} is not a directory (expected binarized data from fusion-prepare-text)")
     if args.repeats < 1:
@@ -418,16 +420,15 @@ def main(args):
                 r = run_worker(name, argv + once, b)
                 r["beam"], r["round"] = beams[arch], rep + 1
                 runs.append(r)
-                with open(args.out, "w") as f:  # every finished run is kept, whatever happens later
-                    json.dump({"runs": runs, "settings": settings, "complete": False}, f, indent=2)
+                # every finished run is kept, whatever happens later
+                atomic_files.write_json(args.out, {"runs": runs, "settings": settings, "complete": False})
                 mb = f", {r['peak_train_step_mb']:.0f} MB" if "peak_train_step_mb" in r else ""
                 print(f"|   {r['train_words_per_s']:.0f} words/s, {r['decode_sentences_per_s'][str(beams[arch])]:.2f} sent/s"
                       + mb, flush=True)
     rows = benchmark_report.summarize(runs)
     table = benchmark_report.markdown(rows)
     print(table)
-    with open(args.out, "w") as f:
-        json.dump({"runs": runs, "rows": rows, "table": table, "settings": settings, "complete": True}, f, indent=2)
+    atomic_files.write_json(args.out, {"runs": runs, "rows": rows, "table": table, "settings": settings, "complete": True})
     print(f"| wrote {args.out}")
 
 

@@ -13,6 +13,8 @@ import typing
 
 import torch
 
+from .errors import FusionError
+
 
 def fairseq_checkpoint_globals():
     """The classes a fairseq checkpoint or a broadcast training state may pickle."""
@@ -51,6 +53,7 @@ def allow_fairseq_checkpoint_globals():
 
 def check_vocabulary_sizes(model, state_dict):
     """Refuse a checkpoint trained with other dictionaries, saying which and how they differ."""
+    files = getattr(model, "dictionary_files", None) or {}
     for side in ("encoder", "decoder"):
         key = f"{side}.embed_tokens.weight"
         if key not in state_dict:
@@ -59,10 +62,10 @@ def check_vocabulary_sizes(model, state_dict):
         found = state_dict[key].shape
         if found != expected:
             lang = "source" if side == "encoder" else "target"
-            raise ValueError(
-                f"checkpoint does not match this model's {lang} dictionary: {key} has shape "
-                f"{tuple(found)} in the checkpoint but {tuple(expected)} here "
-                f"({expected[0]} entries in the {lang} dict.*.txt of the data directory). "
-                "Binarize the data with the dictionaries the checkpoint was trained with "
-                "(fairseq-preprocess --srcdict/--tgtdict) or pass that data directory."
+            dict_file = files.get(side) or f"the {lang} dict.*.txt of the data directory"
+            raise FusionError(
+                f"checkpoint does not match this model's {lang} dictionary: {key} has {found[0]} entries "
+                f"(shape {tuple(found)}) in the checkpoint but {dict_file} gives {expected[0]} "
+                f"(shape {tuple(expected)}). Pass the data directory the checkpoint was trained with, or "
+                "binarize with its dictionaries (fairseq-preprocess --srcdict/--tgtdict)."
             )

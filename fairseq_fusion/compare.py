@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 
+from . import atomic_files
 from .benchmark import SIZES, fusion_archs
 
 # optimization per size (dropout, lr, warm-up, max tokens per GPU/CPU): "small" is `make demo`'s, base and
@@ -193,10 +194,8 @@ def evaluate(args, run_dir, subset):
     if len(hyps) != len(refs):
         raise ValueError(f"{out}.generate.txt: {len(hyps)} translations for {len(refs)} references of {subset}")
     result = evaluation.score(hyps, refs, args.target_lang)
-    with open(out + ".detok", "w", encoding="utf-8") as f:
-        f.writelines(h + "\n" for h in hyps)
-    with open(out + ".json", "w") as f:
-        json.dump(result, f, indent=2)
+    atomic_files.write_lines(out + ".detok", hyps)
+    atomic_files.write_json(out + ".json", result)
     return result
 
 
@@ -217,8 +216,7 @@ def bootstrap(args, run_dir, base_dir, subset, base_name):
     res = evaluation.paired_significance(refs, base, {"system": hyps}, "bs", args.bootstrap_samples, base_name)
     result = {"p_value": res["systems"][1]["p_value"], "same_output": res["systems"][1]["same_output"], "signature": res["signature"],
               "baseline_bleu": res["systems"][0]["bleu"], "bleu": res["systems"][1]["bleu"]}
-    with open(out, "w") as f:
-        json.dump(result, f, indent=2)
+    atomic_files.write_json(out, result)
     return result
 
 
@@ -304,7 +302,7 @@ def plot(rows, subsets, path):
     ax.set_ylabel("sacreBLEU (mean ± sd over seeds)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=150)
+    atomic_files.save_figure(fig, path, dpi=150)
 
 
 def machine():
@@ -326,8 +324,7 @@ def update_readme(path, block):
         raise ValueError(f"--readme {path}: expected one '{README_BEGIN}' line followed by one '{README_END}' line")
     head, rest = text.split(README_BEGIN)
     _, tail_ = rest.split(README_END)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(head + README_BEGIN + "\n" + block.strip() + "\n" + README_END + tail_)
+    atomic_files.write_text(path, head + README_BEGIN + "\n" + block.strip() + "\n" + README_END + tail_)
 
 
 def get_parser():
@@ -384,8 +381,7 @@ def run_one(args, system, seed, label):
             raise ValueError(f"{run_dir} was trained with another command:\n  {shlex.join(before)}\nnow:\n  {shlex.join(portable)}\n"
                              "use another --work, or remove that folder to retrain")
     else:
-        with open(recorded, "w") as f:
-            json.dump(portable, f, indent=1)
+        atomic_files.write_json(recorded, portable, indent=1)
     if os.path.exists(done):
         with open(done) as f:
             print(f"| {label}: trained before, reused", flush=True)
@@ -399,8 +395,7 @@ def run_one(args, system, seed, label):
     summary = train_summary(log)
     if args.max_update and summary["updates"] != args.max_update:
         raise RuntimeError(f"{label} stopped at {summary['updates']} updates, not --max-update {args.max_update}: see {log}")
-    with open(done, "w") as f:
-        json.dump(summary, f, indent=2)
+    atomic_files.write_json(done, summary)
     return summary
 
 
@@ -480,12 +475,11 @@ def write_results(args, systems, runs, baseline, command, complete):
              f"{time.strftime('%Y-%m-%d')}, {machine()['platform']}, {machine()['cpus']} CPUs"
              f"{'' if not machine()['cuda'] else ', ' + machine()['cuda']}: `{command}`")
     out = os.path.join(args.work, "results")
-    with open(out + ".json", "w") as f:
-        json.dump({"rows": rows, "runs": runs, "baseline": baseline, "command": command, "complete": complete,
-                   "machine": machine(), "date": time.strftime("%Y-%m-%d"), "settings": {
-                       k: v for k, v in vars(args).items() if k not in ("readme", "dry_run")}}, f, indent=2)
-    with open(out + ".md", "w") as f:
-        f.write(block + "\n")
+    atomic_files.write_json(out + ".json", {
+        "rows": rows, "runs": runs, "baseline": baseline, "command": command, "complete": complete,
+        "machine": machine(), "date": time.strftime("%Y-%m-%d"), "settings": {
+            k: v for k, v in vars(args).items() if k not in ("readme", "dry_run")}})
+    atomic_files.write_text(out + ".md", block + "\n")
     plot(rows, args.test_subsets, out + ".png")
     if args.readme and complete:
         update_readme(args.readme, block)

@@ -10,6 +10,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
+from .errors import FusionError
+
 logger = logging.getLogger(__name__)
 
 # a technique switch a flag depends on: a flag name (on = not its off value) or
@@ -36,7 +38,7 @@ class Flag:
 class OptionGroup:
     title: str
     flags: List[Flag] = field(default_factory=list)
-    validate: Optional[Callable] = None  # validate(args) -> raise ValueError naming flags
+    validate: Optional[Callable] = None  # validate(args) -> raise FusionError naming flags
     attach: Optional[Callable] = None  # attach(model, args) -> None
     finalize: Optional[Callable] = None  # finalize(model, args): after every group's attach (e.g. load weights)
 
@@ -128,7 +130,7 @@ def check_requirements(args):
             if not flag.requires or getattr(args, flag.name, None) in (None, flag.default):
                 continue
             if not any(_is_on(args, req) for req in flag.requires):
-                raise ValueError(
+                raise FusionError(
                     f"{option_name(flag.name)} {getattr(args, flag.name)!r} configures a technique that is off: "
                     f"it needs {' or '.join(_describe(r) for r in flag.requires)} (without it the flag does nothing)"
                 )
@@ -142,7 +144,7 @@ def check_layers_to_keep(args):
             continue
         on = [f.name for g in GROUPS for f in g.flags if getattr(args, f.name, None) not in (None, f.default)]
         if on:
-            raise ValueError(
+            raise FusionError(
                 f"--{side}-layers-to-keep prunes and renumbers layers, which {option_name(on[0])} "
                 "indexes by layer: prune a fusion_transformer without techniques only"
             )

@@ -1,5 +1,4 @@
 """Shared plumbing of the analysis commands: load, iterate, capture, write."""
-import json
 import os
 from contextlib import contextmanager
 from typing import Dict, Iterable, List, Optional
@@ -7,6 +6,8 @@ from typing import Dict, Iterable, List, Optional
 import numpy as np
 import torch
 from tqdm import tqdm
+
+from .. import atomic_files
 
 
 def add_common_args(parser, split="test", several_paths=False):
@@ -135,18 +136,27 @@ def capture_blocks(model, names: Iterable[str]):
             delattr(layer, attr)
 
 
+def locked(args):
+    """Claim the command's ``--out`` (OUT.lock, held until the process exits): a second command
+    writing the same OUT while this one runs is refused. Every analysis command's ``cli_main`` calls
+    this on its parsed arguments; returns them."""
+    if getattr(args, "out", None):
+        atomic_files.claim(args.out + ".lock", f"--out {args.out}")
+    return args
+
+
 def write_outputs(out_prefix: str, data: dict, fig=None):
-    """Write OUT.json (and OUT.png when a matplotlib figure is given); returns the paths."""
-    os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
+    """Write OUT.json (and OUT.png when a matplotlib figure is given), each atomically; returns the paths."""
     paths = [out_prefix + ".json"]
-    with open(paths[0], "w") as f:
-        json.dump(data, f, indent=2)
+    atomic_files.write_json(paths[0], data)
     if fig is not None:
         paths.append(out_prefix + ".png")
-        fig.savefig(paths[1], dpi=120, bbox_inches="tight")
         import matplotlib.pyplot as plt
 
-        plt.close(fig)
+        try:
+            atomic_files.save_figure(fig, paths[1], dpi=120, bbox_inches="tight")
+        finally:
+            plt.close(fig)
     for p in paths:
         print(f"| wrote {p}")
     return paths

@@ -5,13 +5,14 @@ float16 N x C file per layer (``layer{i}``), appended batch by batch. Reading go
 ordinary file reads of contiguous chunks (no memory map, so pages read do not stay in the
 process' resident memory); training shuffles the chunk order and the rows within a chunk.
 """
-import json
 import os
 import shutil
 from typing import Iterator, List, Sequence
 
 import numpy as np
 import torch
+
+from .. import atomic_files
 
 
 class StateStore:
@@ -46,8 +47,7 @@ class StateStore:
         for f in self._files.values():
             f.close()
         self._files = {}
-        with open(os.path.join(self.dir, "meta.json"), "w") as f:
-            json.dump(self.meta, f)
+        atomic_files.write_json(os.path.join(self.dir, "meta.json"), self.meta, indent=None)
 
     def size(self, side):
         return self.meta.get(side, {}).get("n", 0)

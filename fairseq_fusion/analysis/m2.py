@@ -461,8 +461,10 @@ def m2_to_parallel(gold_path: str, src_out: str, tgt_out: str, annotator: int = 
     """Write the source sentences of an M2 file and their correction by ``annotator`` (the lowest id
     present where that one is absent), leaving out "Um" (unclear meaning) edits as
     ``convert_m2_to_parallel.py`` does; returns the number of sentences."""
+    from .. import atomic_files
+
     n = 0
-    with open(src_out, "w", encoding="utf-8") as fs, open(tgt_out, "w", encoding="utf-8") as ft:
+    with atomic_files.open_replacing(src_out) as fs, atomic_files.open_replacing(tgt_out) as ft:
         for source, annotations in read_m2(gold_path, skip_types=("Um",)):
             golds = annotations.get(annotator, annotations[min(annotations)])
             fs.write(source + "\n")

@@ -18,7 +18,7 @@ import os
 
 from ..analysis import alignment
 from ..analysis import alignment_stream as stream
-from ..analysis.common import load_model, write_outputs
+from ..analysis.common import load_model, locked, write_outputs
 
 
 def get_parser():
@@ -91,7 +91,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import re
 
 import torch
 
-from .. import checkpoint_safety
+from .. import atomic_files, checkpoint_safety
 
 
 def last_n_checkpoints(path, n, upper_bound=None, kind="epoch"):
@@ -76,7 +76,8 @@ def main(args):
         paths = last_n_checkpoints(paths[0], n, args.checkpoint_upper_bound, kind)
     print("| averaging " + ", ".join(paths), flush=True)
     state = average_checkpoints(paths)
-    torch.save(state, args.output)
+    with atomic_files.replacing(args.output) as tmp:
+        torch.save(state, tmp)
     print(f"| wrote {args.output}")
 
 

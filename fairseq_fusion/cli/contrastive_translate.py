@@ -25,6 +25,7 @@ from fairseq.dataclass.configs import GenerationConfig
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from tqdm import tqdm
 
+from .. import atomic_files
 from ..analysis import common, contrastive_check, contrastive_translate
 from ..analysis.contrastive import SuiteFormatError, _open
 from ..analysis.layer_fusion import generation_args
@@ -150,18 +151,16 @@ def main(args):
         o = result["overall"]
         print(f"| accuracy {100 * o['accuracy']:.2f}% ({o['only_correct']}/{o['total']}), other sense {o['only_other']}, "
               f"both {o['found_both']}, none {o['unfound']}")
-        with open(args.out + ".manual.json", "w") as f:
-            json.dump(result.pop("manual_evaluation"), f, indent=2, ensure_ascii=False)
+        atomic_files.write_json(args.out + ".manual.json", result.pop("manual_evaluation"), ensure_ascii=False)
     result.update(checkpoint=args.path, hyp=args.hyp, suite_folder=args.suite, lines_checked=n)
     if args.hyp is None:
-        with open(args.out + ".hyp", "w", encoding="utf-8") as f:
-            f.writelines(h + "\n" for h in hyps)
+        atomic_files.write_lines(args.out + ".hyp", hyps)
     common.write_outputs(args.out, result, contrastive_check.plot(result))
     return result
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(common.locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import copy
 
 import torch
 
-from .. import checkpoint_safety
+from .. import atomic_files, checkpoint_safety
 
 
 def convert(state, arch, overrides=None, init_new_parameters=False, task=None):
@@ -85,7 +85,8 @@ def main(args):
     if args.data:
         overrides["data"] = args.data
     out, new_keys = convert(state, args.arch, overrides, args.init_new_parameters)
-    torch.save(out, args.output)
+    with atomic_files.replacing(args.output) as tmp:
+        torch.save(out, tmp)
     print(f"| {len(out['model']) - len(new_keys)} parameters loaded from {args.input}; {len(new_keys)} new (fresh init)")
     for k in new_keys:
         print(f"|   new: {k}")

@@ -8,7 +8,7 @@ on the embedding layer. Several checkpoints can be compared (Fig. 4: vanilla vs 
 """
 import argparse
 
-from ..analysis.common import load_model, new_figure, write_outputs
+from ..analysis.common import load_model, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import expressivity_curves
 
 
@@ -48,7 +48,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

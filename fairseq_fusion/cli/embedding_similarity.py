@@ -8,7 +8,7 @@ import argparse
 import ast
 
 from ..analysis import lexical_similarity as sim
-from ..analysis.common import add_common_args, load_model, write_outputs
+from ..analysis.common import add_common_args, load_model, locked, write_outputs
 
 
 def get_parser():
@@ -28,7 +28,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

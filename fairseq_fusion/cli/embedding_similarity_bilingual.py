@@ -12,7 +12,7 @@ pairs whose words are not single vocabulary entries of the model are left out (c
 """
 import argparse
 
-from ..analysis.common import load_model, new_figure, write_outputs
+from ..analysis.common import load_model, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import bilingual_similarity, dictionary_from_alignments, read_dictionary
 
 
@@ -68,7 +68,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

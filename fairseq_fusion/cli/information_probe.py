@@ -19,7 +19,7 @@ import torch
 
 from ..analysis import information_batches as data
 from ..analysis import information_probe as probe
-from ..analysis.common import load_model, write_outputs
+from ..analysis.common import load_model, locked, write_outputs
 
 
 def get_parser():
@@ -128,7 +128,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ encoder layers (Liu et al. 2021, Fig. 1), weights averaged over the dimensions.
 import argparse
 import ast
 
-from ..analysis.common import load_model, new_figure, write_outputs
+from ..analysis.common import load_model, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import layer_attention_matrix
 
 
@@ -40,7 +40,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import dataclasses
 from fairseq.dataclass.configs import GenerationConfig
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
-from ..analysis.common import add_common_args, new_figure, write_outputs
+from ..analysis.common import add_common_args, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import TRANSLATION_GENERATION, generation_args, masking_sweep
 from ..analysis.metrics import get_metric, known_metrics
 
@@ -99,7 +99,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

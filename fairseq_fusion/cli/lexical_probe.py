@@ -19,7 +19,7 @@ import shutil
 import tempfile
 
 from ..analysis import lexical_probe as probe
-from ..analysis.common import add_common_args, load_model, write_outputs
+from ..analysis.common import add_common_args, load_model, locked, write_outputs
 from ..analysis.lexical_pos import PositionCategories
 from ..analysis.lexical_store import StateStore
 
@@ -115,7 +115,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

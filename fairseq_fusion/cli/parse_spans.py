@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 
+from .. import atomic_files
 from ..modules.phrase_parse_tree import ParseError, phrase_lengths
 from ..modules.phrase_segmentation import ROUNDINGS
 from ..tasks.phrase_spans import ngram_spans
@@ -98,9 +99,7 @@ def main(args):
     if errors:
         sys.exit("fusion-parse-spans: no span file written:\n" + "\n".join(errors))
     out = args.output or span_path(args.data, args.split, args.source_lang, args.target_lang)
-    with open(out, "w", encoding="utf-8") as f:
-        for lengths in spans:
-            f.write(format_spans(lengths) + "\n")
+    atomic_files.write_lines(out, [format_spans(lengths) for lengths in spans])
     n_phrases = sum(len(s) for s in spans)
     n_tokens = sum(sum(s) for s in spans)
     print(f"| wrote {out}: {len(spans)} sentences, {n_phrases} phrases, {n_tokens / max(n_phrases, 1):.2f} sub-words per phrase"

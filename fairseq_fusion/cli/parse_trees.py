@@ -13,6 +13,7 @@ import sys
 
 from tqdm import tqdm
 
+from .. import atomic_files
 from ..tasks.phrase_spans import PARSERS
 
 
@@ -50,9 +51,7 @@ def main(args, parser=None):
         sys.exit(f"fusion-parse-trees: {e}")
     trees = parse_file(parser, lines, args.batch_size)
     failed = [i for i, t in enumerate(trees, start=1) if t is None]
-    with open(args.output, "w", encoding="utf-8") as f:
-        for tree in trees:
-            f.write((tree or "") + "\n")
+    atomic_files.write_lines(args.output, [tree or "" for tree in trees])
     print(f"| wrote {args.output}: {len(trees)} lines, {len(trees) - len(failed)} parsed, {len(failed)} not parsed"
           + (f" (lines {', '.join(map(str, failed[:10]))}{' ...' if len(failed) > 10 else ''}: empty in the output; "
              "fusion-parse-spans --fallback ngram gives them n-gram spans)" if failed else ""))

@@ -6,10 +6,10 @@ Tokenized BLEU re-tokenizes both sides with the Moses tokenizer and splits compo
 or Chinese characters (zh), as the papers did (see ``fairseq_fusion.analysis.evaluation``).
 """
 import argparse
-import json
 import os
 
-from ..analysis import evaluation
+from .. import atomic_files
+from ..analysis import common, evaluation
 
 
 def get_parser():
@@ -52,17 +52,14 @@ def main(args):
     if "tokenized_bleu" in result:
         print(f"tokenized BLEU ({result['tokenized_bleu']['split']} split): {result['tokenized_bleu']['text']}")
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out + ".detok", "w", encoding="utf-8") as f:
-            f.writelines(line + "\n" for line in detok)
-        with open(args.out + ".json", "w") as f:
-            json.dump(result, f, indent=2)
+        atomic_files.write_lines(args.out + ".detok", detok)
+        atomic_files.write_json(args.out + ".json", result)
         print(f"| wrote {args.out}.json and {args.out}.detok")
     return result
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(common.locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(common.locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import ast
 import os
 
 from ..analysis import lexical_gates as gates
-from ..analysis.common import add_common_args, load_model, write_outputs
+from ..analysis.common import add_common_args, load_model, locked, write_outputs
 
 
 def get_parser():
@@ -51,7 +51,7 @@ def main(args):
 
 
 def cli_main():
-    main(get_parser().parse_args())
+    main(locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

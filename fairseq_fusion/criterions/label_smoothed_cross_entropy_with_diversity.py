@@ -33,6 +33,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterionConfig,
 )
 from fairseq.dataclass import ChoiceEnum
+from ..errors import FusionError
 
 SIDES = ("both", "encoder", "decoder")
 
@@ -83,7 +84,7 @@ class LabelSmoothedCrossEntropyWithDiversityCriterion(LabelSmoothedCrossEntropyC
                  report_accuracy=False, diversity_lambda=1.0, diversity_in="both"):
         super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
         if str(diversity_in) not in SIDES:
-            raise ValueError(f"--diversity-in: expected one of {SIDES}, got {diversity_in!r}")
+            raise FusionError(f"--diversity-in: expected one of {SIDES}, got {diversity_in!r}")
         self.diversity_lambda = diversity_lambda
         self.sides = [s for s in ("encoder", "decoder") if str(diversity_in) in ("both", s)]
 

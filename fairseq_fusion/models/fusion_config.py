@@ -23,6 +23,7 @@ from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from .. import fusion_options
+from ..errors import FusionError
 
 
 def model_actions():
@@ -65,17 +66,17 @@ def check_model_config(cfg):
         for key in unknown:
             close = difflib.get_close_matches(key, known, n=1)
             hints.append(f"{key}" + (f" (did you mean {close[0]}?)" if close else ""))
-        raise ValueError(f"model.{unknown[0]}: not an option of {cfg.get('_name')} (fusion_transformer); unknown model "
+        raise FusionError(f"model.{unknown[0]}: not an option of {cfg.get('_name')} (fusion_transformer); unknown model "
                          f"keys: {', '.join(hints)}. Keys are the flag names without dashes (--encoder-embed-dim: "
                          "encoder_embed_dim)")
     try:
         OmegaConf.merge(OmegaConf.structured(FusionTransformerConfig), {k: v for k, v in given.items()})
     except OmegaConfBaseException as e:
-        raise ValueError(f"model.{getattr(e, 'key', '?')}: {e.msg if hasattr(e, 'msg') else e}") from None
+        raise FusionError(f"model.{getattr(e, 'key', '?')}: {e.msg if hasattr(e, 'msg') else e}") from None
     for key, value in given.items():
         choices = known[key].metadata.get("choices")
         if choices and value is not None and value not in choices:
-            raise ValueError(f"model.{key}: {value!r} is not one of {', '.join(map(str, choices))}")
+            raise FusionError(f"model.{key}: {value!r} is not one of {', '.join(map(str, choices))}")
 
 
 def hydra_aware(arch_fn):

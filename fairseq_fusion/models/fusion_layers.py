@@ -26,6 +26,7 @@ from fairseq.modules.transformer_layer import (
     TransformerEncoderLayerBase,
 )
 from torch import Tensor, nn
+from ..errors import FusionError
 
 
 def enumerate_layers(layers):
@@ -129,7 +130,7 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
 
     def __init__(self, cfg, no_encoder_attn=False, layer_idx=0):
         if getattr(cfg, "cross_self_attention", False):
-            raise ValueError(
+            raise FusionError(
                 "--cross-self-attention is not supported by fusion_transformer: "
                 "its decoder layers attend the encoder through --decoder-sublayer-order"
             )

@@ -8,11 +8,14 @@ flags (``archs_*.py``). Seams: (a) attention keys/values and (d) sub-layer plans
 layer reads of the encoder in ``FusionTransformerDecoder.encoder_memory``; (e) the output
 distribution in ``get_normalized_probs`` (deferring to ``decoder.output_fusion``).
 """
+import os
+
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
 from .. import fusion_options
 from ..checkpoint_safety import check_vocabulary_sizes
+from ..entry_checks import check_hub_folder
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
 
@@ -30,6 +33,7 @@ class FusionTransformerModel(TransformerModel):
         fusion_options.check_criterion(args)
         model = super().build_model(args, task)
         fusion_options.attach(model, args)
+        model.dictionary_files = dictionary_files(task)
         return model
 
     @classmethod
@@ -39,6 +43,7 @@ class FusionTransformerModel(TransformerModel):
         from ..tasks.translation_with_phrases import INFERENCE_OPTIONS, configure_inference_spans
 
         spans = {k: kwargs.pop(k) for k in list(kwargs) if k in INFERENCE_OPTIONS}
+        check_hub_folder(model_name_or_path, checkpoint_file, cls.hub_models())
         hub = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
         configure_inference_spans(hub.task, **spans)
         return hub
@@ -91,3 +96,13 @@ class FusionTransformerModel(TransformerModel):
         check_vocabulary_sizes(self, state_dict)
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
+
+
+def dictionary_files(task):
+    """encoder/decoder -> the dict.LANG.txt the task read (named by the vocabulary check on load)."""
+    cfg = getattr(task, "cfg", None) or getattr(task, "args", None)
+    data, src, tgt = (getattr(cfg, k, None) for k in ("data", "source_lang", "target_lang"))
+    if not isinstance(data, str) or src is None or tgt is None:
+        return {}
+    folder = data.split(os.pathsep)[0]
+    return {"encoder": os.path.join(folder, f"dict.{src}.txt"), "decoder": os.path.join(folder, f"dict.{tgt}.txt")}

@@ -30,6 +30,7 @@ from typing import Sequence, Tuple
 
 from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
+from ..errors import FusionError
 
 TEM, SEM, IFM = "self_attn", "encoder_attn", "ffn"
 STANDARD_PLAN = (TEM, SEM, IFM)
@@ -53,10 +54,10 @@ def decoder_plan(plan: Sequence[str], order: str, simplified: bool) -> Tuple[str
     the end of the layer); it is kept even when that block is removed.
     """
     if order not in ORDERS:
-        raise ValueError(f"--decoder-sublayer-order: expected one of {sorted(ORDERS)}, got {order!r}")
+        raise FusionError(f"--decoder-sublayer-order: expected one of {sorted(ORDERS)}, got {order!r}")
     missing = [b for b in STANDARD_PLAN if list(plan).count(b) != 1]
     if missing:
-        raise ValueError(
+        raise FusionError(
             f"--decoder-sublayer-order/--simplified-decoder need each of {list(STANDARD_PLAN)} once "
             f"in the decoder layer plan; got {list(plan)}"
         )
@@ -83,10 +84,10 @@ def removed_blocks(order: str, simplified: bool):
 def validate(args):
     order = args.decoder_sublayer_order
     if order not in ORDERS:
-        raise ValueError(f"--decoder-sublayer-order: expected one of {sorted(ORDERS)}, got {order!r}")
+        raise FusionError(f"--decoder-sublayer-order: expected one of {sorted(ORDERS)}, got {order!r}")
     changed = order != "tem-sem-ifm" or args.simplified_decoder
     if changed and getattr(args, "no_cross_attention", False):
-        raise ValueError(
+        raise FusionError(
             "--decoder-sublayer-order/--simplified-decoder rearrange the decoder's encoder attention "
             "(SEM), which --no-cross-attention removes; drop one of them"
         )

@@ -50,6 +50,7 @@ from torch import Tensor, nn
 
 from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
+from ..errors import FusionError
 
 KINDS = ("none", "dense", "linear", "iterative", "hierarchical")
 # the options that build AGG (Eq. 7) and so read --aggregation-function/--aggregation-residual
@@ -74,9 +75,9 @@ class Aggregation(nn.Module):
                  input_names: Optional[Sequence[str]] = None, name: str = ""):
         super().__init__()
         if function not in FUNCTIONS:
-            raise ValueError(f"--aggregation-function: expected one of {FUNCTIONS}, got {function!r}")
+            raise FusionError(f"--aggregation-function: expected one of {FUNCTIONS}, got {function!r}")
         if residual not in RESIDUALS:
-            raise ValueError(f"--aggregation-residual: expected one of {RESIDUALS}, got {residual!r}")
+            raise FusionError(f"--aggregation-residual: expected one of {RESIDUALS}, got {residual!r}")
         self.num_inputs, self.dim = num_inputs, dim
         self.function, self.residual, self.top = function, residual, top
         self.input_names = list(input_names or [f"x{j + 1}" for j in range(num_inputs)])
@@ -117,7 +118,7 @@ class Aggregation(nn.Module):
     def input_weights(self) -> List[Tensor]:
         """W_j of Eq. 11: the columns of FF's first matrix that multiply input j."""
         if self.function == "attention":
-            raise ValueError(
+            raise FusionError(
                 f"{self.name}: the exploitation score (Eq. 11) needs FF's per-input matrices; "
                 "--aggregation-function attention has none"
             )
@@ -298,7 +299,7 @@ def build_combiner(kind: str, num_layers: int, dim: int, ffn_dim: int, args, num
         return IterativeAggregation(num_layers, make_agg)
     if kind == "hierarchical":
         return HierarchicalAggregation(num_layers, make_agg)
-    raise ValueError(f"--layer-aggregation: expected one of {KINDS}, got {kind!r}")
+    raise FusionError(f"--layer-aggregation: expected one of {KINDS}, got {kind!r}")
 
 
 def sides(choice: str) -> List[str]:
@@ -308,23 +309,23 @@ def sides(choice: str) -> List[str]:
 def validate(args):
     kind = args.layer_aggregation
     if kind not in KINDS:
-        raise ValueError(f"--layer-aggregation: expected one of {KINDS}, got {kind!r}")
+        raise FusionError(f"--layer-aggregation: expected one of {KINDS}, got {kind!r}")
     if args.layer_aggregation_in not in SIDES:
-        raise ValueError(f"--layer-aggregation-in: expected one of {SIDES}, got {args.layer_aggregation_in!r}")
+        raise FusionError(f"--layer-aggregation-in: expected one of {SIDES}, got {args.layer_aggregation_in!r}")
     if args.aggregation_function not in FUNCTIONS:
-        raise ValueError(f"--aggregation-function: expected one of {FUNCTIONS}, got {args.aggregation_function!r}")
+        raise FusionError(f"--aggregation-function: expected one of {FUNCTIONS}, got {args.aggregation_function!r}")
     if args.aggregation_residual not in RESIDUALS:
-        raise ValueError(f"--aggregation-residual: expected one of {RESIDUALS}, got {args.aggregation_residual!r}")
+        raise FusionError(f"--aggregation-residual: expected one of {RESIDUALS}, got {args.aggregation_residual!r}")
     if args.dense_sum not in DENSE_SUMS:
-        raise ValueError(f"--dense-sum: expected one of {DENSE_SUMS}, got {args.dense_sum!r}")
+        raise FusionError(f"--dense-sum: expected one of {DENSE_SUMS}, got {args.dense_sum!r}")
     if args.linear_combination_at not in LINEAR_AT:
-        raise ValueError(f"--linear-combination-at: expected one of {LINEAR_AT}, got {args.linear_combination_at!r}")
+        raise FusionError(f"--linear-combination-at: expected one of {LINEAR_AT}, got {args.linear_combination_at!r}")
     if kind in ("none", "dense"):
         return
     for side in sides(args.layer_aggregation_in):
         layers = getattr(args, f"{side}_layers")
         if layers < 2:
-            raise ValueError(
+            raise FusionError(
                 f"--layer-aggregation {kind} aggregates at least 2 layers, got --{side}-layers {layers}"
             )
 
@@ -336,7 +337,7 @@ def attach(model, args):
     for side in sides(args.layer_aggregation_in):
         stack = getattr(model, side)
         if stack.layer_combiner is not None:
-            raise ValueError(
+            raise FusionError(
                 f"--layer-aggregation {kind}: the {side}'s layers are already combined by "
                 f"{type(stack.layer_combiner).__name__} (another option); only one layer combiner per stack"
             )

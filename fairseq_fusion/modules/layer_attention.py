@@ -52,6 +52,7 @@ from torch import nn
 
 from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
+from ..errors import FusionError
 
 MEMORY_KEY = "layer_attention_memory"
 
@@ -64,7 +65,7 @@ class LayerAttention(nn.Module):
                  embed_dropout=0.0, layernorm=False, embed_norm=False, mix_dropout=0.0):
         super().__init__()
         if granularity not in ("fine", "coarse"):
-            raise ValueError(f"--layer-attention: expected 'fine' or 'coarse', got {granularity!r}")
+            raise FusionError(f"--layer-attention: expected 'fine' or 'coarse', got {granularity!r}")
         self.num_decoder_layers = num_decoder_layers
         self.num_encoder_layers = num_encoder_layers
         self.granularity = granularity
@@ -87,7 +88,7 @@ class LayerAttention(nn.Module):
     def set_mask(self, layer):
         """Mask encoder layer ``layer`` (0 = embeddings, N = output) or ``None`` for no mask."""
         if layer is not None and layer not in self.sources:
-            raise ValueError(
+            raise FusionError(
                 f"--layer-attention-mask {layer}: expected one of the attended encoder layers "
                 f"{self.sources} (0 = word embeddings, {self.num_encoder_layers} = encoder output)"
             )
@@ -158,21 +159,21 @@ def parameter_count(num_decoder_layers, num_encoder_layers, embed_dim, granulari
 def validate(args):
     mode = args.layer_attention
     if mode not in ("none", "fine", "coarse"):
-        raise ValueError(f"--layer-attention: expected none, fine or coarse, got {mode!r}")
+        raise FusionError(f"--layer-attention: expected none, fine or coarse, got {mode!r}")
     if mode == "none":  # sub-flags without the technique: fusion_options refuses them
         return
     p = args.layer_attention_dropconnect
     if not 0.0 <= p < 1.0:
-        raise ValueError(f"--layer-attention-dropconnect: expected a probability in [0, 1), got {p}")
+        raise FusionError(f"--layer-attention-dropconnect: expected a probability in [0, 1), got {p}")
     if not 0.0 <= args.layer_attention_dropout < 1.0:
-        raise ValueError(f"--layer-attention-dropout: expected a probability in [0, 1), got {args.layer_attention_dropout}")
+        raise FusionError(f"--layer-attention-dropout: expected a probability in [0, 1), got {args.layer_attention_dropout}")
     if getattr(args, "no_cross_attention", False):
-        raise ValueError("--layer-attention changes what the decoder's encoder attention reads, "
+        raise FusionError("--layer-attention changes what the decoder's encoder attention reads, "
                          "which --no-cross-attention removes; drop one of them")
     mask, n = args.layer_attention_mask, args.encoder_layers
     allowed = [0, n] if args.layer_attention_top_only else list(range(n + 1))
     if mask is not None and mask not in allowed:
-        raise ValueError(
+        raise FusionError(
             f"--layer-attention-mask {mask}: expected an attended encoder layer {allowed} "
             f"(0 = word embeddings, {n} = encoder output"
             + (", --layer-attention-top-only attends only these two)" if args.layer_attention_top_only else ")")

@@ -42,6 +42,7 @@ from torch import Tensor
 
 from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
+from ..errors import FusionError
 
 # where E comes from: the stack's own embedding layer, or the encoder's (decoder-to-encoder)
 SOURCES = ("layer", "tokens")
@@ -76,7 +77,7 @@ class ShortcutMultiheadAttention(MultiheadAttention):
             encoder_decoder_attention=encoder_decoder_attention,
         )
         if embed not in SOURCES:
-            raise ValueError(f"--lexical-shortcuts-embed: expected one of {SOURCES}, got {embed!r}")
+            raise FusionError(f"--lexical-shortcuts-embed: expected one of {SOURCES}, got {embed!r}")
         self.feature_fusion = feature_fusion
         self.embed = embed
         self.enc_dec = enc_dec
@@ -101,7 +102,7 @@ class ShortcutMultiheadAttention(MultiheadAttention):
     def from_attention(cls, base: MultiheadAttention, **kwargs):
         """Replace ``base`` keeping its q/k/v/out_proj parameters (same names, same values)."""
         if base.bias_k is not None or base.add_zero_attn or not base.qkv_same_dim:
-            raise ValueError(
+            raise FusionError(
                 "--lexical-shortcuts: attention with add_bias_kv, add_zero_attn or kdim/vdim != "
                 "embed_dim is not supported (shortcuts gate d-dimensional keys/values)"
             )
@@ -259,10 +260,10 @@ def validate(args):
     if not (self_attn or enc_dec):  # sub-flags without the technique: fusion_options refuses them
         return
     if enc_dec and getattr(args, "no_cross_attention", False):
-        raise ValueError("--lexical-shortcuts-enc-dec needs decoder-to-encoder attention, but --no-cross-attention is set")
+        raise FusionError("--lexical-shortcuts-enc-dec needs decoder-to-encoder attention, but --no-cross-attention is set")
     on_decoder = self_attn and args.lexical_shortcuts_sides in ("both", "decoder")
     if on_decoder and getattr(args, "decoder_sublayer_order", None) == "sem-ifm":
-        raise ValueError(
+        raise FusionError(
             "--lexical-shortcuts (decoder side) gates decoder self-attention, which "
             "--decoder-sublayer-order sem-ifm removes; use --lexical-shortcuts-sides encoder "
             "or --lexical-shortcuts-enc-dec instead"
@@ -272,17 +273,17 @@ def validate(args):
 def _install(layer, name, **kwargs):
     base = getattr(layer, name, None)
     if base is None or name not in layer.plan:
-        raise ValueError(
+        raise FusionError(
             f"--lexical-shortcuts: layer {layer.layer_idx} has no '{name}' sub-layer "
             f"(plan {list(layer.plan)}); another option removed it"
         )
     if type(base) is not MultiheadAttention:
-        raise ValueError(
+        raise FusionError(
             f"--lexical-shortcuts: layer {layer.layer_idx}'s {name} was already replaced by "
             f"{type(base).__name__} (another option); lexical shortcuts gate fairseq's attention"
         )
     if name == "self_attn" and layer.kv_source is not None:
-        raise ValueError(
+        raise FusionError(
             f"--lexical-shortcuts: layer {layer.layer_idx}'s self-attention reads its keys/values "
             "from another option (kv_source); the shortcut gates the keys/values of H_(l-1)"
         )

@@ -44,6 +44,7 @@ from torch import Tensor, nn
 from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
 from .layer_aggregation import Aggregation, sides
+from ..errors import FusionError
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class MultiLayerSelfAttention(MultiheadAttention):
                  separate=True):
         super().__init__(embed_dim, num_heads, dropout=dropout, bias=bias, self_attention=True)
         if num_attended < 2 or num_attended > layer_idx + 1:
-            raise ValueError(
+            raise FusionError(
                 f"--multilayer-attention: layer {layer_idx + 1} can attend 2..{layer_idx + 1} layers, "
                 f"got {num_attended}"
             )
@@ -101,12 +102,12 @@ class MultiLayerSelfAttention(MultiheadAttention):
     def from_attention(cls, base: MultiheadAttention, **kwargs):
         """Replace ``base`` keeping its q/k/v/out_proj modules (same names, same values)."""
         if type(base) is not MultiheadAttention or not base.self_attention:
-            raise ValueError(
+            raise FusionError(
                 f"--multilayer-attention replaces fairseq's self-attention, but this layer's self_attn "
                 f"is {type(base).__name__} (replaced by another option)"
             )
         if base.bias_k is not None or base.add_zero_attn:
-            raise ValueError("--multilayer-attention: self-attention with add_bias_kv/add_zero_attn is not supported")
+            raise FusionError("--multilayer-attention: self-attention with add_bias_kv/add_zero_attn is not supported")
         new = cls(base.embed_dim, base.num_heads, dropout=base.dropout_module.p,
                   bias=base.k_proj.bias is not None, **kwargs)
         for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
@@ -207,14 +208,14 @@ class MultiLayerSelfAttention(MultiheadAttention):
 def validate(args):
     k = args.multilayer_attention
     if k is None or k < 0 or k == 1:
-        raise ValueError(f"--multilayer-attention K: expected 0 (off) or K >= 2 attended layers, got {k}")
+        raise FusionError(f"--multilayer-attention K: expected 0 (off) or K >= 2 attended layers, got {k}")
     if args.multilayer_attention_in not in SIDES:
-        raise ValueError(f"--multilayer-attention-in: expected one of {SIDES}, got {args.multilayer_attention_in!r}")
+        raise FusionError(f"--multilayer-attention-in: expected one of {SIDES}, got {args.multilayer_attention_in!r}")
     if args.multilayer_attention_projections not in PROJECTIONS:
-        raise ValueError(f"--multilayer-attention-projections: expected one of {PROJECTIONS}, "
+        raise FusionError(f"--multilayer-attention-projections: expected one of {PROJECTIONS}, "
                          f"got {args.multilayer_attention_projections!r}")
     if args.multilayer_attention_layers not in LAYERS:
-        raise ValueError(f"--multilayer-attention-layers: expected one of {LAYERS}, got {args.multilayer_attention_layers!r}")
+        raise FusionError(f"--multilayer-attention-layers: expected one of {LAYERS}, got {args.multilayer_attention_layers!r}")
     if not k:
         return
     if args.multilayer_attention_layers == "above-k":
@@ -225,13 +226,13 @@ def validate(args):
                     f"k (--{side}-layers {getattr(args, f'{side}_layers')}), the {side} keeps plain self-attention"
                 )
     if getattr(args, "lexical_shortcuts", False):
-        raise ValueError(
+        raise FusionError(
             "--multilayer-attention and --lexical-shortcuts both replace self-attention "
             "(Eq. 8 attends lower layers; Emelin et al. gate the keys/values): use one of them"
         )
     on_decoder = "decoder" in sides(args.multilayer_attention_in)
     if on_decoder and getattr(args, "decoder_sublayer_order", None) == "sem-ifm":
-        raise ValueError(
+        raise FusionError(
             "--multilayer-attention changes decoder self-attention, which --decoder-sublayer-order "
             "sem-ifm removes; use --multilayer-attention-in encoder"
         )
@@ -250,7 +251,7 @@ def attach(model, args):
             if attended < 2:
                 continue
             if getattr(layer, "self_attn", None) is None or "self_attn" not in layer.plan:
-                raise ValueError(
+                raise FusionError(
                     f"--multilayer-attention: {side} layer {layer.layer_idx + 1} has no self-attention "
                     f"(plan {list(layer.plan)}); another option removed it"
                 )

@@ -29,6 +29,7 @@ from fairseq.modules.fairseq_dropout import FairseqDropout
 from torch import Tensor, nn
 
 from .phrase_segmentation import PhraseSegmenter, Segmentation
+from ..errors import FusionError
 
 PHRASE_REPS = "phrase_reps"
 PHRASE_PADDING_MASK = "phrase_padding_mask"
@@ -41,7 +42,7 @@ class PhraseRepresentation(nn.Module):
     def __init__(self, embed_dim: int, glance: str = "max", attentive: bool = True):
         super().__init__()
         if glance not in ("mean", "max"):
-            raise ValueError(f"--phrase-glance: expected 'mean' or 'max', got {glance!r}")
+            raise FusionError(f"--phrase-glance: expected 'mean' or 'max', got {glance!r}")
         self.glance = glance
         self.attentive = attentive
         if attentive:
@@ -92,7 +93,7 @@ class PhraseAttentiveCombination(nn.Module):
                  combiner: str = "residue", hidden_dim: int = None):
         super().__init__()
         if combiner not in COMBINERS:
-            raise ValueError(f"--phrase-combiner: expected one of {list(COMBINERS)}, got {combiner!r}")
+            raise FusionError(f"--phrase-combiner: expected one of {list(COMBINERS)}, got {combiner!r}")
         self.attn = MultiheadAttention(
             embed_dim, heads, dropout=cfg.attention_dropout, encoder_decoder_attention=True
         )
@@ -196,7 +197,7 @@ class PhraseDecoderSublayer(nn.Module):
         if not self.transparent:
             return reps[-1]
         if len(reps) != self.layer_weights.numel():
-            raise ValueError(
+            raise FusionError(
                 f"--phrase-transparent-attention: the encoder output has {len(reps)} phrase "
                 f"representations, this decoder layer weighs {self.layer_weights.numel()}"
             )
@@ -206,7 +207,7 @@ class PhraseDecoderSublayer(nn.Module):
     def forward(self, x, st):
         encoder_out = st["ctx"]["encoder_out"]
         if encoder_out is None or PHRASE_REPS not in encoder_out:
-            raise ValueError(
+            raise FusionError(
                 "--phrase-representations: the decoder needs the encoder's phrase representations "
                 f"('{PHRASE_REPS}' in encoder_out)"
             )

@@ -33,6 +33,7 @@ from .phrase_layers import (
     PhraseEncoderSublayer,
 )
 from .phrase_segmentation import ROUNDINGS, PhraseSegmenter
+from ..errors import FusionError
 
 SUBLAYER = "phrase_attn"
 ON = ["phrase_representations"]
@@ -45,33 +46,33 @@ def validate(args):
     if not getattr(args, "phrase_representations", False):  # sub-flags alone: fusion_options refuses them
         return
     if getattr(args, "no_cross_attention", False):
-        raise ValueError(
+        raise FusionError(
             "--phrase-representations attends source phrases next to the encoder attention, "
             "which --no-cross-attention removes: use one or the other"
         )
     if args.encoder_embed_dim != args.decoder_embed_dim:
-        raise ValueError(
+        raise FusionError(
             "--phrase-representations: the decoder attends encoder phrase vectors, so "
             f"--encoder-embed-dim ({args.encoder_embed_dim}) must equal --decoder-embed-dim ({args.decoder_embed_dim})"
         )
     if getattr(args, "encoder_layerdrop", 0) and option(args, "phrase_transparent_attention"):
-        raise ValueError(
+        raise FusionError(
             "--encoder-layerdrop skips encoder layers, but --phrase-transparent-attention mixes the "
             "phrase representations that every encoder layer builds (Eq. 6): use one of them"
         )
     segmentation = option(args, "phrase_segmentation")
     p = option(args, "phrase_transparent_dropconnect")
     if not 0.0 <= p < 1.0:
-        raise ValueError(f"--phrase-transparent-dropconnect: expected a probability in [0, 1), got {p}")
+        raise FusionError(f"--phrase-transparent-dropconnect: expected a probability in [0, 1), got {p}")
     fresh = (getattr(args, fusion_options.VERSION_KEY, None) or 1) >= fusion_options.OPTIONS_VERSION
     if fresh and segmentation == "parse" and option(args, "phrase_size_rounding") != DEFAULTS["phrase_size_rounding"]:
-        raise ValueError(
+        raise FusionError(
             "--phrase-size-rounding sizes n-gram phrases; with --phrase-segmentation parse the phrase "
             "sizes come from the span file: give --phrase-size-rounding to fusion-parse-spans instead"
         )
     task = getattr(args, "task", None)
     if segmentation == "parse" and task is not None and task != "translation_with_phrases":
-        raise ValueError(
+        raise FusionError(
             f"--phrase-segmentation parse reads phrase spans that --task {task} does not load: "
             "use --task translation_with_phrases (spans written by fusion-parse-spans)"
         )
@@ -84,7 +85,7 @@ def option(args, name):
 
 def insert_before(plan, name, anchor):
     if anchor not in plan:
-        raise ValueError(f"--phrase-representations: no '{anchor}' sub-layer in plan {list(plan)} to put '{name}' before")
+        raise FusionError(f"--phrase-representations: no '{anchor}' sub-layer in plan {list(plan)} to put '{name}' before")
     i = plan.index(anchor)
     return tuple(plan[:i]) + (name,) + tuple(plan[i:])
 

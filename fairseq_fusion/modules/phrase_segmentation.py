@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor
+from ..errors import FusionError
 
 PHRASE_LENGTHS_KEY = "src_phrase_lengths"
 
@@ -30,7 +31,7 @@ def ngram_phrase_size(seql: Tensor, rounding: str = "ceil") -> Tensor:
     """Footnote 2: ntok = max(min(8, seql / 6), 3), seql / 6 rounded up (ceil) or down (floor),
     elementwise on sentence lengths."""
     if rounding not in ROUNDINGS:
-        raise ValueError(f"--phrase-size-rounding: expected one of {list(ROUNDINGS)}, got {rounding!r}")
+        raise FusionError(f"--phrase-size-rounding: expected one of {list(ROUNDINGS)}, got {rounding!r}")
     size = -((-seql) // 6) if rounding == "ceil" else seql // 6
     return size.clamp(min=3, max=8)
 
@@ -62,7 +63,7 @@ def span_phrase_ids(padding_mask: Tensor, phrase_lengths: Tensor) -> Tensor:
     bad = (covered != n_tokens - 1).nonzero()
     if bad.numel() > 0:
         b = int(bad[0, 0])
-        raise ValueError(
+        raise FusionError(
             f"{PHRASE_LENGTHS_KEY}: the phrases of sentence {b} of the batch cover {int(covered[b])} "
             f"sub-words but it has {int(n_tokens[b]) - 1} (+ </s>): the phrase-span file does not "
             "match the binarized source (re-run fusion-parse-spans on this data)"
@@ -99,9 +100,9 @@ class PhraseSegmenter:
 
     def __init__(self, mode: str, padding_idx: int, rounding: str = "ceil"):
         if mode not in ("ngram", "parse"):
-            raise ValueError(f"--phrase-segmentation: expected 'ngram' or 'parse', got {mode!r}")
+            raise FusionError(f"--phrase-segmentation: expected 'ngram' or 'parse', got {mode!r}")
         if rounding not in ROUNDINGS:
-            raise ValueError(f"--phrase-size-rounding: expected one of {list(ROUNDINGS)}, got {rounding!r}")
+            raise FusionError(f"--phrase-size-rounding: expected one of {list(ROUNDINGS)}, got {rounding!r}")
         self.mode = mode
         self.padding_idx = padding_idx
         self.rounding = rounding
@@ -119,7 +120,7 @@ class PhraseSegmenter:
             return segmentation_from_ids(ngram_phrase_ids(padding_mask, self.rounding))
         lengths = inputs.get(PHRASE_LENGTHS_KEY)
         if lengths is None:
-            raise ValueError(
+            raise FusionError(
                 f"--phrase-segmentation parse needs the phrase spans of each source sentence "
                 f"(net_input['{PHRASE_LENGTHS_KEY}']) and this batch has none. Binarized data (fairseq-train, "
                 "fairseq-generate): --task translation_with_phrases with a span file from fusion-parse-spans. Raw "

@@ -56,6 +56,7 @@ from torch import Tensor, nn
 
 from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
+from ..errors import FusionError
 
 LOGITS_KEY = "surface_logits"
 VANILLA_KEY = "surface_fusion_vanilla_logits"  # E after the shared FFN (--surface-fusion-ffn)
@@ -131,7 +132,7 @@ class SurfaceFusion(nn.Module):
                  ffn_dim=None, activation_fn="relu", activation_dropout=0.0, dropout=0.0):
         super().__init__()
         if mode not in DEFAULT_TAU:
-            raise ValueError(f"--surface-fusion: expected hard or soft, got {mode!r}")
+            raise FusionError(f"--surface-fusion: expected hard or soft, got {mode!r}")
         self.mode = mode
         self.lam = lam
         self.tau = DEFAULT_TAU[mode] if tau is None else tau
@@ -156,7 +157,7 @@ class SurfaceFusion(nn.Module):
     def surface_representation(self, features, encoder_out, incremental_state=None):
         """r(y_j, x): B x T x C from the decoder features (B x T x C) and the encoder output."""
         if encoder_out is None:
-            raise ValueError("--surface-fusion needs the encoder output (a source sentence)")
+            raise FusionError("--surface-fusion needs the encoder output (a source sentence)")
         keys = encoder_out["encoder_out"][0]  # S x B x C
         values = encoder_out["encoder_embedding"][0].transpose(0, 1)  # S x B x C
         values = F.dropout(values, p=self.embed_dropout, training=self.training)
@@ -201,20 +202,20 @@ def parameter_count(query_dim, key_dim, value_dim):
 def validate(args):
     mode = args.surface_fusion
     if mode not in ("none", "hard", "soft"):
-        raise ValueError(f"--surface-fusion: expected none, hard or soft, got {mode!r}")
+        raise FusionError(f"--surface-fusion: expected none, hard or soft, got {mode!r}")
     if mode == "none":
         return
     if not 0.0 <= args.surface_fusion_lambda <= 1.0:
-        raise ValueError(f"--surface-fusion-lambda: expected a weight in [0, 1], got {args.surface_fusion_lambda}")
+        raise FusionError(f"--surface-fusion-lambda: expected a weight in [0, 1], got {args.surface_fusion_lambda}")
     if args.surface_fusion_tau is not None and args.surface_fusion_tau <= 0:
-        raise ValueError(f"--surface-fusion-tau: expected a positive temperature, got {args.surface_fusion_tau}")
+        raise FusionError(f"--surface-fusion-tau: expected a positive temperature, got {args.surface_fusion_tau}")
     if getattr(args, "adaptive_softmax_cutoff", None):
-        raise ValueError("--surface-fusion projects with the full output matrix; "
+        raise FusionError("--surface-fusion projects with the full output matrix; "
                          "it does not work with --adaptive-softmax-cutoff")
     heads = args.surface_fusion_heads or args.decoder_attention_heads
     dim = getattr(args, "decoder_output_dim", None) or args.decoder_embed_dim
     if dim % heads != 0:
-        raise ValueError(f"--surface-fusion-heads {heads} must divide the decoder output dimension {dim}")
+        raise FusionError(f"--surface-fusion-heads {heads} must divide the decoder output dimension {dim}")
 
 
 def attach(model, args):
@@ -222,7 +223,7 @@ def attach(model, args):
         return
     decoder = model.decoder
     if decoder.output_fusion is not None:
-        raise ValueError(f"--surface-fusion: another option already replaced the output distribution "
+        raise FusionError(f"--surface-fusion: another option already replaced the output distribution "
                          f"({type(decoder.output_fusion).__name__}); they cannot be combined")
     query_dim = decoder.output_embed_dim
     fusion = SurfaceFusion(

@@ -20,6 +20,7 @@ from torch import nn
 
 from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
+from ..errors import FusionError
 
 logger = logging.getLogger(__name__)
 
@@ -41,30 +42,30 @@ def load_vanilla(model, path, args):
     from ..checkpoint_safety import check_vocabulary_sizes
 
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"--init-from-vanilla {path}: no such checkpoint file")
+        raise FusionError(f"--init-from-vanilla {path}: no such checkpoint file")
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
     if "model" not in state:
-        raise ValueError(f"--init-from-vanilla {path}: not a fairseq checkpoint (no 'model' entry)")
+        raise FusionError(f"--init-from-vanilla {path}: not a fairseq checkpoint (no 'model' entry)")
     params = state["model"]
     model.upgrade_state_dict(params)
     check_vocabulary_sizes(model, params)
     own = model.state_dict()
     unexpected = sorted(set(params) - set(own))
     if unexpected:
-        raise ValueError(
+        raise FusionError(
             f"--init-from-vanilla {path}: the checkpoint has {len(unexpected)} parameters this model "
             f"lacks, e.g. {unexpected[:4]}; expected a transformer of the same sizes"
         )
     lacking = sorted(vanilla_parameter_names(model, args) - set(params))
     if lacking:
-        raise ValueError(
+        raise FusionError(
             f"--init-from-vanilla {path}: the checkpoint lacks {len(lacking)} transformer parameters "
             f"of this model, e.g. {lacking[:4]}; expected a transformer of the same sizes "
             "(--encoder-layers, --decoder-layers, ...)"
         )
     for name, tensor in params.items():
         if tensor.shape != own[name].shape:
-            raise ValueError(
+            raise FusionError(
                 f"--init-from-vanilla {path}: {name} has shape {tuple(tensor.shape)} in the checkpoint "
                 f"but {tuple(own[name].shape)} here; expected a transformer of the same sizes"
             )

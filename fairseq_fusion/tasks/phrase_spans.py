@@ -18,6 +18,7 @@ import torch
 from ..modules.phrase_parse_tree import (PTB_ESCAPES, UNK, ParseError, _strip_bpe, bpe_words, parse_tree, phrase_lengths,
                                          tree_words)
 from ..modules.phrase_segmentation import ngram_phrase_size
+from ..errors import FusionError
 
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class TreeFile:
         try:
             f = open(path, encoding="utf-8")
         except OSError as e:
-            raise FileNotFoundError(f"--phrase-trees {path}: {e.strerror}") from None
+            raise FusionError(f"--phrase-trees {path}: {e.strerror}") from None
         with f:
             for i, line in enumerate(f, start=1):
                 if not line.strip():
@@ -52,7 +53,7 @@ class TreeFile:
                 try:
                     words = tuple(PTB_ESCAPES.get(w, w) for w in tree_words(parse_tree(line)))
                 except ParseError as e:
-                    raise ValueError(f"--phrase-trees {path} line {i}: {e}") from None
+                    raise FusionError(f"--phrase-trees {path} line {i}: {e}") from None
                 self.exact.setdefault(words, line.strip())
                 self.by_length[len(words)].append((words, line.strip()))
 
@@ -111,7 +112,7 @@ class InferenceSpans:
     def __init__(self, trees: Optional[str] = None, parser: Optional[str] = None, lang: str = "en",
                  parser_dir: Optional[str] = None, fallback: str = "ngram", rounding: str = "ceil"):
         if fallback not in ("ngram", "error"):
-            raise ValueError(f"--phrase-fallback: expected ngram or error, got {fallback!r}")
+            raise FusionError(f"--phrase-fallback: expected ngram or error, got {fallback!r}")
         self.trees = TreeFile(trees) if trees else None
         self.parser = PARSERS[parser](lang, parser_dir) if parser and parser != "none" else None
         self.fallback, self.rounding = fallback, rounding
@@ -135,7 +136,7 @@ class InferenceSpans:
                 except ParseError as e:
                     problem = str(e)
             if self.fallback == "error":
-                raise ValueError(f"no usable parse tree for the input {line!r} ({problem}): give its tree in "
+                raise FusionError(f"no usable parse tree for the input {line!r} ({problem}): give its tree in "
                                  "--phrase-trees or use --phrase-parser; --phrase-fallback ngram uses n-gram spans")
             self.fallbacks += 1
             logger.warning(f"parse-tree phrases: {problem} for {line!r}; n-gram spans instead "

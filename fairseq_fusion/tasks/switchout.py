@@ -17,6 +17,7 @@ import torch
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from ..errors import FusionError
 
 
 def corruption_counts(lengths, tau, reading="multiply", generator=None):
@@ -73,7 +74,7 @@ class SwitchOutMixin:
         for side in ("src", "tgt"):
             tau = getattr(self.cfg, f"switchout_tau_{side}", 0.0)
             if tau < 0:
-                raise ValueError(f"--switchout-tau-{side} must be >= 0 (0: off), got {tau}")
+                raise FusionError(f"--switchout-tau-{side} must be >= 0 (0: off), got {tau}")
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         cfg = self.cfg

@@ -23,6 +23,7 @@ from ..modules.phrase_segmentation import PHRASE_LENGTHS_KEY
 from ..modules.phrase_segmentation import ROUNDINGS
 from .phrase_spans import InferenceSpans
 from .switchout import SwitchOutConfig, SwitchOutMixin
+from ..errors import FusionError
 
 SPAN_SUFFIX = "phrases"
 
@@ -38,7 +39,7 @@ def format_spans(lengths: Sequence[int]) -> str:
 def read_phrase_spans(path: str, src_sizes: Optional[Sequence[int]] = None) -> List[List[int]]:
     """Phrase lengths per sentence; checked against the binarized source sizes (with ``</s>``)."""
     if not os.path.exists(path):
-        raise FileNotFoundError(
+        raise FusionError(
             f"{path}: no phrase-span file; write it with fusion-parse-spans from one parse tree per source line"
         )
     spans = []
@@ -47,17 +48,17 @@ def read_phrase_spans(path: str, src_sizes: Optional[Sequence[int]] = None) -> L
             try:
                 lengths = [int(tok) for tok in line.split()]
             except ValueError:
-                raise ValueError(f"{path} line {i}: expected phrase lengths (positive integers), got {line.strip()!r}")
+                raise FusionError(f"{path} line {i}: expected phrase lengths (positive integers), got {line.strip()!r}")
             if not lengths or min(lengths) <= 0:
-                raise ValueError(f"{path} line {i}: expected one or more positive phrase lengths, got {line.strip()!r}")
+                raise FusionError(f"{path} line {i}: expected one or more positive phrase lengths, got {line.strip()!r}")
             if src_sizes is not None and i <= len(src_sizes) and sum(lengths) != src_sizes[i - 1] - 1:
-                raise ValueError(
+                raise FusionError(
                     f"{path} line {i}: the phrases cover {sum(lengths)} sub-words but source sentence {i} "
                     f"has {src_sizes[i - 1] - 1} (+ </s>): spans written for other data?"
                 )
             spans.append(lengths)
     if src_sizes is not None and len(spans) != len(src_sizes):
-        raise ValueError(f"{path}: {len(spans)} lines but the binarized source has {len(src_sizes)} sentences")
+        raise FusionError(f"{path}: {len(spans)} lines but the binarized source has {len(src_sizes)} sentences")
     return spans
 
 
@@ -173,9 +174,9 @@ def configure_inference_spans(task, **options):
         return task
     unknown = sorted(set(options) - set(INFERENCE_OPTIONS))
     if unknown:
-        raise ValueError(f"unknown phrase-span options {unknown}; expected some of {list(INFERENCE_OPTIONS)}")
+        raise FusionError(f"unknown phrase-span options {unknown}; expected some of {list(INFERENCE_OPTIONS)}")
     if not isinstance(task, TranslationWithPhrasesTask):
-        raise ValueError(f"{', '.join(options)}: phrase spans of raw input are for parse-tree phrase models, whose task "
+        raise FusionError(f"{', '.join(options)}: phrase spans of raw input are for parse-tree phrase models, whose task "
                          f"is translation_with_phrases; this checkpoint's task is {type(task).__name__}")
     import contextlib
 

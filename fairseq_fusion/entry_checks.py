@@ -1,0 +1,198 @@
+"""What users pass fairseq's entry points, checked before fairseq trips over it with a traceback.
+
+Each check raises ``FusionError`` (one line, ``errors.py``) naming the file or option and what was
+expected: a checkpoint that is missing, empty or truncated; a ``--model-overrides`` key that is no
+option (with the nearest names); a data folder that does not exist or lacks its dictionaries; a hub
+folder that does not exist. They wrap fairseq's own functions narrowly, as ``fairseq_fixes`` does,
+and leave every other exception (a real bug) with its traceback.
+"""
+import difflib
+import functools
+import os
+import pickle
+import zipfile
+
+from .errors import LAST_SAVED, FusionError
+
+
+def _is_local(path):
+    return isinstance(path, str) and "://" not in path
+
+
+def check_checkpoint_file(path):
+    """A checkpoint path that exists and is not empty (a local file)."""
+    if not _is_local(path):
+        return
+    if not os.path.exists(path):
+        raise FusionError(f"checkpoint {path}: no such file")
+    if os.path.isdir(path):
+        raise FusionError(f"checkpoint {path}: is a directory, expected a checkpoint file such as "
+                          f"{os.path.join(path, 'checkpoint_best.pt')}")
+    if os.path.getsize(path) == 0:
+        raise FusionError(f"checkpoint {path}: the file is empty (0 bytes): an interrupted copy or save")
+
+
+def _unreadable(path, error):
+    size = os.path.getsize(path) if _is_local(path) and os.path.exists(path) else "?"
+    reason = (str(error).splitlines() or [type(error).__name__])[0].split(". ")[0]
+    return FusionError(f"checkpoint {path}: cannot be read ({size} bytes; truncated, or not a fairseq checkpoint: {reason})")
+
+
+# what torch.load raises on a truncated or foreign file
+_READ_ERRORS = (EOFError, pickle.UnpicklingError, zipfile.BadZipFile, UnicodeDecodeError)
+_READ_MESSAGES = ("PytorchStreamReader", "zip archive", "central directory", "unexpected EOF", "invalid load key")
+
+
+def known_option_names():
+    """Every option name fairseq and the plugin know: fairseq's config groups, every registered
+    dataclass (tasks, models, criterions, tokenizers, BPE, ...), and the fusion model's flags."""
+    import argparse
+    from dataclasses import fields, is_dataclass
+
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.models import MODEL_DATACLASS_REGISTRY
+    from fairseq.registry import REGISTRIES
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY
+
+    from .models.fusion_transformer import FusionTransformerModel
+
+    names = {"data", "arch", "_name", "task", "criterion", "optimizer", "lr_scheduler", "tokenizer", "bpe", "scoring"}
+    dataclasses = [f.type for f in fields(FairseqConfig) if is_dataclass(f.type)]
+    dataclasses += list(MODEL_DATACLASS_REGISTRY.values()) + list(TASK_DATACLASS_REGISTRY.values())
+    for registry in REGISTRIES.values():
+        dataclasses += list(registry["dataclass_registry"].values())
+    for dc in dataclasses:
+        names.update(f.name for f in fields(dc))
+    parser = argparse.ArgumentParser(add_help=False)
+    FusionTransformerModel.add_args(parser)
+    names.update(a.dest for a in parser._actions)
+    return names
+
+
+def _is_fusion_state(state):
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from .models.fusion_transformer import FusionTransformerModel
+
+    args = state.get("args")
+    cfg = state.get("cfg")
+    arch = getattr(args, "arch", None)
+    if arch is None and cfg is not None and cfg.get("model") is not None:
+        model = cfg["model"]
+        arch = getattr(model, "arch", None) or getattr(model, "_name", None)
+    model_cls = ARCH_MODEL_REGISTRY.get(arch)
+    return isinstance(model_cls, type) and issubclass(model_cls, FusionTransformerModel)
+
+
+def check_overrides(arg_overrides, path):
+    """Refuse a ``--model-overrides`` key that no option has (it would be ignored silently)."""
+    known = known_option_names()
+    unknown = sorted(k for k in arg_overrides if k not in known)
+    if unknown:
+        key = unknown[0]
+        near = difflib.get_close_matches(key, sorted(known), n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise FusionError(f"--model-overrides key {key!r} (checkpoint {path}) is not an option of fairseq or "
+                          f"fairseq-fusion, so it would be ignored{hint}")
+
+
+def _checked_load(load_checkpoint_to_cpu):
+    @functools.wraps(load_checkpoint_to_cpu)
+    def wrapper(path, arg_overrides=None, load_on_all_ranks=False):
+        check_checkpoint_file(path)
+        try:
+            state = load_checkpoint_to_cpu(path, arg_overrides, load_on_all_ranks)
+        except _READ_ERRORS as e:
+            raise _unreadable(path, e) from e
+        except RuntimeError as e:
+            if any(m in str(e) for m in _READ_MESSAGES):
+                raise _unreadable(path, e) from e
+            raise
+        if arg_overrides and _is_fusion_state(state):
+            check_overrides(arg_overrides, path)
+        return state
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper
+
+
+def _checked_ensemble(load_model_ensemble_and_task):
+    @functools.wraps(load_model_ensemble_and_task)
+    def wrapper(filenames, *args, **kwargs):
+        if kwargs.get("suffix", "") == "" and kwargs.get("num_shards", 1) == 1 and kwargs.get("state") is None:
+            for filename in filenames:
+                check_checkpoint_file(filename)
+        return load_model_ensemble_and_task(filenames, *args, **kwargs)
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper
+
+
+def _recorded_save(save_checkpoint):
+    @functools.wraps(save_checkpoint)
+    def wrapper(cfg, trainer, epoch_itr, val_loss):
+        result = save_checkpoint(cfg, trainer, epoch_itr, val_loss)
+        last = os.path.join(cfg.save_dir, "checkpoint_last.pt")
+        if os.path.exists(last):
+            LAST_SAVED.update(save_dir=cfg.save_dir, path=last, num_updates=trainer.get_num_updates())
+        return result
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper
+
+
+def check_data_folder(data, source_lang=None, target_lang=None):
+    """The first folder of a task's ``data`` exists and holds the dictionaries fairseq will read."""
+    from fairseq import utils
+
+    paths = utils.split_paths(data) if isinstance(data, str) else []
+    if not paths or not _is_local(paths[0]):
+        return
+    folder = paths[0]
+    expected = "a binarized data folder (fusion-prepare-text or fairseq-preprocess) with dict.SRC.txt and dict.TGT.txt"
+    if not os.path.isdir(folder):
+        raise FusionError(f"data folder {folder}: no such directory; expected {expected}")
+    if source_lang is None or target_lang is None:
+        if not any(f.startswith("dict.") and f.endswith(".txt") for f in os.listdir(folder)):
+            raise FusionError(f"data folder {folder}: no dict.*.txt in it; expected {expected}")
+        return
+    for lang in (source_lang, target_lang):
+        dict_file = os.path.join(folder, f"dict.{lang}.txt")
+        if not os.path.exists(dict_file):
+            raise FusionError(f"data folder {folder}: no {os.path.basename(dict_file)} for language {lang!r}; "
+                              f"expected {expected}")
+
+
+def _checked_setup_task(setup_task):
+    @functools.wraps(setup_task)
+    def wrapper(cls, cfg, **kwargs):
+        check_data_folder(getattr(cfg, "data", None), getattr(cfg, "source_lang", None), getattr(cfg, "target_lang", None))
+        return setup_task(cls, cfg, **kwargs)
+
+    wrapper.patched_by_fairseq_fusion = True
+    return classmethod(wrapper)
+
+
+def check_hub_folder(model_name_or_path, checkpoint_file, hub_models):
+    """``from_pretrained``'s folder and checkpoint file exist (names of fairseq's model archive aside)."""
+    if not _is_local(model_name_or_path) or model_name_or_path in hub_models:
+        return
+    if not os.path.isdir(model_name_or_path):
+        raise FusionError(f"from_pretrained: {model_name_or_path}: no such folder; expected the folder that holds "
+                          f"{checkpoint_file}")
+    for name in checkpoint_file.split(os.pathsep):
+        check_checkpoint_file(os.path.join(model_name_or_path, name))
+
+
+def patch_fairseq():
+    from fairseq import checkpoint_utils
+    from fairseq.tasks.translation import TranslationTask
+
+    if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "patched_by_fairseq_fusion", False):
+        checkpoint_utils.load_checkpoint_to_cpu = _checked_load(checkpoint_utils.load_checkpoint_to_cpu)
+    if not getattr(checkpoint_utils.load_model_ensemble_and_task, "patched_by_fairseq_fusion", False):
+        checkpoint_utils.load_model_ensemble_and_task = _checked_ensemble(checkpoint_utils.load_model_ensemble_and_task)
+    if not getattr(checkpoint_utils.save_checkpoint, "patched_by_fairseq_fusion", False):
+        checkpoint_utils.save_checkpoint = _recorded_save(checkpoint_utils.save_checkpoint)
+    if not getattr(TranslationTask.setup_task.__func__, "patched_by_fairseq_fusion", False):
+        TranslationTask.setup_task = _checked_setup_task(TranslationTask.setup_task.__func__)

@@ -1,0 +1,110 @@
+"""Result files are written atomically (a temporary file, then os.replace) and an --out is written by one
+command at a time (OUT.lock): fairseq_fusion/atomic_files.py and the analysis commands' use of it."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from conftest import run_cli
+
+from fairseq_fusion import atomic_files
+
+
+def test_a_failed_write_leaves_the_old_file(tmp_path):
+    """json.dump fails midway (an object it cannot encode after some keys are written); a text write and a
+    figure raise in the middle: the old files are as they were and no temporary file is left."""
+    path = tmp_path / "OUT.json"
+    path.write_text('{"old": true}\n')
+    with pytest.raises(TypeError):
+        atomic_files.write_json(str(path), {"a": list(range(1000)), "b": object()})
+    assert path.read_text() == '{"old": true}\n'
+    with pytest.raises(RuntimeError):
+        with atomic_files.open_replacing(str(tmp_path / "OUT.md")) as f:
+            f.write("half of a table")
+            raise RuntimeError("interrupted")
+    assert not (tmp_path / "OUT.md").exists()
+
+    from matplotlib.artist import Artist
+
+    from fairseq_fusion.analysis.common import new_figure
+
+    class CtrlC(Artist):  # drawn after matplotlib has started writing the SVG file
+        def draw(self, renderer):
+            raise KeyboardInterrupt()
+
+    (tmp_path / "OUT.svg").write_text("old figure")
+    fig, ax = new_figure()
+    ax.plot([1, 2], [3, 4])
+    ax.add_artist(CtrlC())
+    with pytest.raises(KeyboardInterrupt):
+        atomic_files.save_figure(fig, str(tmp_path / "OUT.svg"))
+    assert (tmp_path / "OUT.svg").read_text() == "old figure"
+    assert sorted(os.listdir(tmp_path)) == ["OUT.json", "OUT.svg"]
+
+
+def test_a_complete_write_replaces_with_the_usual_permissions(tmp_path):
+    from fairseq_fusion.analysis.common import new_figure, write_outputs
+
+    fig, ax = new_figure()
+    ax.plot([1, 2], [3, 4])
+    paths = write_outputs(str(tmp_path / "sub" / "OUT"), {"x": [1, 2]}, fig)
+    assert json.loads(open(paths[0]).read()) == {"x": [1, 2]}
+    assert open(paths[1], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert all(os.stat(p).st_mode & 0o777 == 0o666 & ~umask for p in paths)  # not mkstemp's private 0600
+    assert sorted(os.listdir(tmp_path / "sub")) == ["OUT.json", "OUT.png"]
+
+
+def _lock(path, pid):
+    path.write_text(f"{pid} {socket.gethostname()}\n")
+
+
+def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(tmp_path, capsys):
+    from fairseq_fusion.analysis.common import locked
+
+    class Args:
+        out = str(tmp_path / "OUT")
+
+    lock = tmp_path / "OUT.lock"
+    _lock(lock, os.getppid())  # a running process (pytest's parent)
+    with pytest.raises(SystemExit) as e:
+        locked(Args())
+    assert str(e.value) == (f"fairseq-fusion: error: --out {Args.out} is in use by another command (pid {os.getppid()}; "
+                            f"lock file {lock}): wait until it has finished, or write elsewhere (if no such command runs "
+                            "any more, remove the lock file)")
+    assert lock.read_text().split()[0] == str(os.getppid())
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid no longer runs
+    _lock(lock, gone.pid)
+    locked(Args())
+    assert f"took over the lock {lock}: the command that held it (pid {gone.pid}) no longer runs" in capsys.readouterr().err
+    assert lock.read_text().split()[0] == str(os.getpid())
+    locked(Args())  # this process holds it already
+    atomic_files.release(str(lock))
+    assert not lock.exists()
+
+
+def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, monkeypatch):
+    """fusion-bleu-by-length (no checkpoint): refused while another process holds OUT.lock, before writing
+    anything; run alone it writes OUT.json/OUT.png and removes its lock when it exits."""
+    from fairseq_fusion.cli import bleu_by_length
+
+    for name, lines in (("src", ["a b c", "d e f g"]), ("ref", ["A b c .", "D e f g ."]), ("hyp", ["A b c .", "D e g ."])):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    out = str(tmp_path / "res" / "OUT")
+    argv = ["fusion-bleu-by-length", "--src", str(tmp_path / "src"), "--ref", str(tmp_path / "ref"),
+            "--sys", f"mine={tmp_path / 'hyp'}", "--out", out]
+    os.makedirs(tmp_path / "res")
+    _lock(tmp_path / "res" / "OUT.lock", os.getppid())
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit, match=f"--out {out} is in use by another command"):
+        bleu_by_length.cli_main()
+    assert os.listdir(tmp_path / "res") == ["OUT.lock"]
+
+    os.remove(tmp_path / "res" / "OUT.lock")
+    run_cli(argv)
+    assert sorted(os.listdir(tmp_path / "res")) == ["OUT.json", "OUT.png"]
