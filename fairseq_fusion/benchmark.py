@@ -303,31 +303,33 @@ def fusion_archs():
 
 def get_parser():
     p = argparse.ArgumentParser(prog="fusion-benchmark", description=__doc__.split("\n")[0])
-    p.add_argument("--data", required=True, help="binarized translation data (train and test splits)")
+    p.add_argument("--data", required=True, help="Binarized translation data (train and test splits).")
     p.add_argument("--archs", default="fusion_transformer",
-                   help="comma-separated archs, or 'all' (every registered fusion_transformer arch); transformer is always added")
-    p.add_argument("--size", choices=sorted(SIZES), default="small")
-    p.add_argument("--max-tokens", type=int, default=4000)
-    p.add_argument("--warmup-updates", type=int, default=5, help="updates before timing starts")
-    p.add_argument("--updates", type=int, default=20, help="timed training updates")
-    p.add_argument("--gen-subset", default="test")
-    p.add_argument("--decode-sentences", type=int, default=200)
-    p.add_argument("--decode-batch-size", type=int, default=64)
-    p.add_argument("--decode-length", type=int, default=30, help="forced output length of decoding (tokens before EOS)")
-    p.add_argument("--beam", type=int, default=None, help="beam of every arch (default: the beam of the arch's paper, "
-                   "recipes/common/settings.py; 5 where no paper names one)")
-    p.add_argument("--repeats", type=int, default=3, help="measurements of each arch, each after its own transformer run")
-    p.add_argument("--no-flops", dest="count_flops", action="store_false", help="skip the FLOP counts")
+                   help="Comma-separated archs, or 'all' (every registered fusion_transformer arch); transformer is always added.")
+    p.add_argument("--size", choices=sorted(SIZES), default="small",
+                   help="Model size every arch is measured at (default: %(default)s; tiny is for tests).")
+    p.add_argument("--max-tokens", type=int, default=4000, help="Tokens per training batch (default: %(default)s).")
+    p.add_argument("--warmup-updates", type=int, default=5, help="Updates before timing starts.")
+    p.add_argument("--updates", type=int, default=20, help="Timed training updates.")
+    p.add_argument("--gen-subset", default="test", help="Binarized split that is decoded (default: %(default)s).")
+    p.add_argument("--decode-sentences", type=int, default=200,
+                   help="Decode the first N sentences of --gen-subset (default: %(default)s).")
+    p.add_argument("--decode-batch-size", type=int, default=64, help="Sentences per decoding batch (default: %(default)s).")
+    p.add_argument("--decode-length", type=int, default=30, help="Forced output length of decoding (tokens before EOS).")
+    p.add_argument("--beam", type=int, default=None, help="Beam of every arch (default: the beam of the arch's paper, "
+                   "recipes/common/settings.py; 5 where no paper names one).")
+    p.add_argument("--repeats", type=int, default=3, help="Measurements of each arch, each after its own transformer run.")
+    p.add_argument("--no-flops", dest="count_flops", action="store_false", help="Skip the FLOP counts.")
     p.add_argument("--no-memory", dest="measure_memory", action="store_false", help=argparse.SUPPRESS)
-    p.add_argument("--fp16", action="store_true", help="on CUDA: train and decode with --fp16")
-    p.add_argument("--cpu", action="store_true")
+    p.add_argument("--fp16", action="store_true", help="On CUDA: train and decode with --fp16.")
+    p.add_argument("--cpu", action="store_true", help="Stay on CPU even if CUDA is available.")
     p.add_argument("--memory-only", action="store_true",
-                   help="only the peak memory of one train step (after one unmeasured step) on the training batch with the "
-                        "most attention-score elements (long sentences, full --max-tokens); no timing, no decoding")
+                   help="Only the peak memory of one train step (after one unmeasured step) on the training batch with the "
+                        "most attention-score elements (long sentences, full --max-tokens); no timing, no decoding.")
     p.add_argument("--decode-profile", action="store_true",
-                   help="only split the decoding time of each (untrained) arch into its model's calls (encoder, decoder "
-                        "steps, reorders) and the search, with the FLOP count; transformer first, then each arch")
-    p.add_argument("--out", default="benchmark.json", help="JSON output file")
+                   help="Only split the decoding time of each (untrained) arch into its model's calls (encoder, decoder "
+                        "steps, reorders) and the search, with the FLOP count; transformer first, then each arch.")
+    p.add_argument("--out", default="benchmark.json", help="JSON output file.")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--arch", help=argparse.SUPPRESS)
     p.add_argument("--beams", default="5", help=argparse.SUPPRESS)

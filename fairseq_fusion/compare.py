@@ -284,8 +284,9 @@ def markdown(rows, subsets, baseline):
     return "\n".join(lines)
 
 
-def plot(rows, subsets, path):
-    from .analysis.common import new_figure
+def results_figure(rows, subsets, title):
+    """sacreBLEU of each system per test subset: bars (mean, sd over seeds) and each seed as a dot."""
+    from .analysis.common import figure_title, new_figure
 
     fig, ax = new_figure(figsize=(max(5.0, 1.0 + 0.9 * len(rows)), 3.8))
     width = 0.8 / len(subsets)
@@ -298,11 +299,20 @@ def plot(rows, subsets, path):
             seeds = r["subsets"][subset]["sacrebleu"]
             ax.plot([x] * len(seeds), seeds, "k.", markersize=3)
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([r["system"] for r in rows], rotation=30, ha="right", fontsize=7)
+    ax.set_xticklabels([r["system"] for r in rows], rotation=90, fontsize=7)
     ax.set_ylabel("sacreBLEU (mean ± sd over seeds)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    atomic_files.save_figure(fig, path, dpi=150)
+    return figure_title(fig, title, fontsize=9)
+
+
+def plot(rows, subsets, path, title):
+    import matplotlib.pyplot as plt
+
+    fig = results_figure(rows, subsets, title)
+    try:
+        atomic_files.save_figure(fig, path, dpi=150)
+    finally:
+        plt.close(fig)
 
 
 def machine():
@@ -330,36 +340,38 @@ def update_readme(path, block):
 def get_parser():
     p = argparse.ArgumentParser(prog="fusion-compare", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
-    p.add_argument("data", help="binarized data directory (fusion-prepare-text's --destdir)")
+    p.add_argument("data", help="Binarized data directory (fusion-prepare-text's --destdir).")
     p.add_argument("--system", action="append", required=True, metavar="NAME=ARCH [FLAGS]",
-                   help="a system: an arch, or NAME=ARCH followed by model flags in one quoted argument "
-                        "(e.g. 'combo=transformer_simplified_decoder --lexical-shortcuts'); repeat for each")
-    p.add_argument("--baseline", default=None, help="the system every other is tested against (default: the first)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+                   help="A system: an arch, or NAME=ARCH followed by model flags in one quoted argument "
+                        "(e.g. 'combo=transformer_simplified_decoder --lexical-shortcuts'); repeat for each.")
+    p.add_argument("--baseline", default=None, help="The system every other is tested against (default: the first).")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="Training seeds of every system (default: 1 2).")
     budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--max-update", type=int, help="equal budget in updates")
-    budget.add_argument("--max-minutes", type=float, help="equal budget in minutes of training on this machine")
+    budget.add_argument("--max-update", type=int, help="Equal budget in updates.")
+    budget.add_argument("--max-minutes", type=float, help="Equal budget in minutes of training on this machine.")
     p.add_argument("--size", choices=[s for s in SIZES if s != "tiny"] + ["tiny"], default="small",
-                   help="model size and its optimization: small = make demo's (d 128, 3+3 layers); base, big = "
-                        "fairseq's WMT'14 settings (default: %(default)s)")
-    p.add_argument("--test-subsets", nargs="+", default=["test"], help="binarized subsets to translate (test, test1, ...)")
+                   help="Model size and its optimization: small = make demo's (d 128, 3+3 layers); base, big = "
+                        "fairseq's WMT'14 settings (default: %(default)s).")
+    p.add_argument("--test-subsets", nargs="+", default=["test"], help="Binarized subsets to translate (test, test1, ...).")
     p.add_argument("--ref", action="append", default=[], metavar="SUBSET=FILE",
-                   help="raw reference of a subset (default: DATA/tok/SUBSET.raw.TGT)")
-    p.add_argument("--target-lang", default=None, help="target language (default: DATA/prepare.json's)")
-    p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--lenpen", type=float, default=1.0)
-    p.add_argument("--batch-size", type=int, default=128, help="sentences per fairseq-generate batch")
-    p.add_argument("--bootstrap-samples", type=int, default=1000)
-    p.add_argument("--fp16", action="store_true", help="train and translate with --fp16 (CUDA)")
-    p.add_argument("--cpu", action="store_true", help="stay on CPU")
+                   help="Raw reference of a subset (default: DATA/tok/SUBSET.raw.TGT).")
+    p.add_argument("--target-lang", default=None, help="Target language (default: DATA/prepare.json's).")
+    p.add_argument("--beam", type=int, default=5, help="Beam of fairseq-generate for every system (default: %(default)s).")
+    p.add_argument("--lenpen", type=float, default=1.0, help="Length penalty of fairseq-generate (default: %(default)s).")
+    p.add_argument("--batch-size", type=int, default=128, help="Sentences per fairseq-generate batch.")
+    p.add_argument("--bootstrap-samples", type=int, default=1000,
+                   help="Resamples of sacreBLEU's paired bootstrap (default: %(default)s).")
+    p.add_argument("--fp16", action="store_true", help="Train and translate with --fp16 (CUDA).")
+    p.add_argument("--cpu", action="store_true", help="Stay on CPU.")
     p.add_argument("--save-interval-updates", type=int, default=100,
-                   help="checkpoint every N updates: how much an interrupted run loses (default: %(default)s)")
-    p.add_argument("--log-interval", type=int, default=25)
-    p.add_argument("--train-args", default="", help="further fairseq-train options for every system (one quoted string)")
-    p.add_argument("--generate-args", default="", help="further fairseq-generate options (one quoted string)")
-    p.add_argument("--work", required=True, help="folder of the runs and results (resumable)")
-    p.add_argument("--readme", default=None, help=f"write the table into this file between {README_BEGIN} and {README_END}")
-    p.add_argument("--dry-run", action="store_true", help="print the commands and stop")
+                   help="Checkpoint every N updates: how much an interrupted run loses (default: %(default)s).")
+    p.add_argument("--log-interval", type=int, default=25,
+                   help="Updates between fairseq-train's log lines, which give words/s (default: %(default)s).")
+    p.add_argument("--train-args", default="", help="Further fairseq-train options for every system (one quoted string).")
+    p.add_argument("--generate-args", default="", help="Further fairseq-generate options (one quoted string).")
+    p.add_argument("--work", required=True, help="Folder of the runs and results (resumable).")
+    p.add_argument("--readme", default=None, help=f"Write the table into this file between {README_BEGIN} and {README_END}.")
+    p.add_argument("--dry-run", action="store_true", help="Print the commands and stop.")
     return p
 
 
@@ -480,7 +492,8 @@ def write_results(args, systems, runs, baseline, command, complete):
         "machine": machine(), "date": time.strftime("%Y-%m-%d"), "settings": {
             k: v for k, v in vars(args).items() if k not in ("readme", "dry_run")}})
     atomic_files.write_text(out + ".md", block + "\n")
-    plot(rows, args.test_subsets, out + ".png")
+    plot(rows, args.test_subsets, out + ".png", f"{os.path.basename(os.path.normpath(args.data))}: {budget}, "
+         f"{len(args.seeds)} seeds, size {args.size}, beam {args.beam}")
     if args.readme and complete:
         update_readme(args.readme, block)
         print(f"| wrote the table into {args.readme}")

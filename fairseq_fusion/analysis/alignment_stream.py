@@ -170,7 +170,7 @@ def _checked(pairs, gold):
 
 def plot(entries, title=""):
     """AER (a) and C<=i (b) by decoder layer, one line per checkpoint (Figs. 4-7 overlaid)."""
-    from .common import new_figure
+    from .common import figure_title, new_figure
 
     with_aer = all("aer" in r for e in entries for r in e["layers"])
     fig, axes = new_figure(1, 2 if with_aer else 1, figsize=(9 if with_aer else 4.8, 3.4), squeeze=False)
@@ -185,11 +185,11 @@ def plot(entries, title=""):
             ax.set_xticks(xs)
     if with_aer:
         axes[0].set(xlabel="decoder layer", ylabel="AER", title="(a) alignment error rate of SEM")
-    axes[-1].set(xlabel="decoder layer", ylabel="C<=i", title="cumulative coverage (Eq. 2)", ylim=(0, 1.05))
+    axes[-1].set(xlabel="decoder layer", ylabel="C<=i", title=("(b) " if with_aer else "") + "cumulative coverage (Eq. 2)",
+                 ylim=(0, 1.05))
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+        figure_title(fig, title, fontsize=9)
     return fig

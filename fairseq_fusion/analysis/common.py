@@ -10,19 +10,34 @@ from tqdm import tqdm
 from .. import atomic_files
 
 
-def add_common_args(parser, split="test", several_paths=False):
+def add_checkpoint_args(parser, several_paths=False, required=True, weights_only=False, path_help=None,
+                        data_help="Binarized data directory with the dictionaries (default: the checkpoint's).",
+                        out_help="Output prefix: writes OUT.png and OUT.json."):
+    """The options of every analysis that loads a checkpoint: --path, --data, --out, --cpu, --model-overrides."""
     if several_paths:
-        parser.add_argument("--path", required=True, nargs="+", help="checkpoint files (.pt), one or more")
+        parser.add_argument("--path", required=required, nargs="+", help=path_help or "Checkpoint files (.pt), one or more.")
     else:
-        parser.add_argument("--path", required=True, help="checkpoint file (.pt)")
-    parser.add_argument("--data", default=None, help="binarized data directory (default: the checkpoint's)")
-    parser.add_argument("--split", default=split, help="binarized split to read (default: %(default)s)")
-    parser.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch")
-    parser.add_argument("--max-sentences", type=int, default=None, help="use at most this many sentences")
-    parser.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
-    parser.add_argument("--cpu", action="store_true", help="stay on CPU even if CUDA is available")
-    parser.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
+        parser.add_argument("--path", required=required, help=path_help or "Checkpoint file (.pt).")
+    parser.add_argument("--data", default=None, help=data_help)
+    parser.add_argument("--out", required=True, help=out_help)
+    parser.add_argument("--cpu", action="store_true", help="Stay on CPU (this analysis reads the weights only and always "
+                        "runs on CPU)." if weights_only else "Stay on CPU even if CUDA is available.")
+    parser.add_argument("--model-overrides", default="{}", help="Python dict of model arg overrides.")
     return parser
+
+
+def add_split_args(parser, split="test", max_tokens=4000):
+    """The options of an analysis that reads a binarized split: --split, --max-tokens, --max-sentences."""
+    parser.add_argument("--split", default=split, help="Binarized split to read (default: %(default)s).")
+    parser.add_argument("--max-tokens", type=int, default=max_tokens, help="Tokens per batch (default: %(default)s).")
+    parser.add_argument("--max-sentences", type=int, default=None, help="Use at most this many sentences of --split.")
+    return parser
+
+
+def add_common_args(parser, split="test", several_paths=False):
+    """The shared options of an analysis that loads a checkpoint and reads a binarized split."""
+    add_checkpoint_args(parser, several_paths, data_help="Binarized data directory (default: the checkpoint's).")
+    return add_split_args(parser, split)
 
 
 def load_model(path, data=None, overrides=None, cpu=False):
@@ -163,6 +178,7 @@ def write_outputs(out_prefix: str, data: dict, fig=None):
 
 
 def new_figure(*args, **kwargs):
+    """``plt.subplots`` with matplotlib's constrained layout (titles, labels and legends kept apart)."""
     import logging
 
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's root logger is verbose
@@ -171,4 +187,14 @@ def new_figure(*args, **kwargs):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    kwargs.setdefault("layout", "constrained")
     return plt.subplots(*args, **kwargs)
+
+
+def figure_title(fig, title, **kwargs):
+    """The figure's suptitle (what it shows, of which checkpoints or inputs), wrapped to the figure's width."""
+    import textwrap
+
+    width = max(40, int(fig.get_figwidth() * 120 / kwargs.get("fontsize", 10)))
+    fig.suptitle("\n".join(textwrap.wrap(title, width, break_on_hyphens=False)), **kwargs)
+    return fig

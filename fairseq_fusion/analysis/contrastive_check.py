@@ -162,13 +162,14 @@ def _contrawsd_acc(c):
                 other_rate=c["only_other"] / n if n else 0.0)
 
 
-def plot(result: dict):
+def plot(result: dict, title=""):
     """Accuracy (MuCoW: precision and recallA) per word, and per domain / frequency bin."""
-    from .common import new_figure
+    from .common import figure_title, new_figure
 
     mucow = result["suite"] == "MuCoW"
     second = "by_domain" if mucow else "by_frequency"
-    fig, axes = new_figure(1, 2, figsize=(12, 3.5), gridspec_kw={"width_ratios": [3, 1]})
+    widths = [max(9.0, 1.0 + 0.1 * len(result["by_word"])), 3.0]  # room for each word's vertical label
+    fig, axes = new_figure(1, 2, figsize=(sum(widths), 3.8), width_ratios=widths)
     for ax, key in zip(axes, ("by_word", second)):
         table = result[key]
         names = list(table)
@@ -180,8 +181,9 @@ def plot(result: dict):
         else:
             ax.bar(x, [100 * table[n]["accuracy"] for n in names])
         ax.set_xticks(x)
-        ax.set_xticklabels(names, rotation=90 if key == "by_word" else 0, fontsize=5 if key == "by_word" else 7)
+        ax.set_xticklabels(names, rotation=90, fontsize=5 if key == "by_word" else 7)
         ax.set_ylim(0, 100)
         ax.set_ylabel("%")
         ax.set_xlabel(key[3:] + f" [{result['suite']} {result['pair']}]")
+    figure_title(fig, f"{result['suite']} {result['pair']} {title}".strip())
     return fig

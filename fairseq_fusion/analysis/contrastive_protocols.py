@@ -145,21 +145,20 @@ def evaluate(items, scores: Dict[tuple, tuple], protocol: str, normalize: bool =
     return result
 
 
-def plot(results: Dict[str, dict]):
+def plot(results: Dict[str, dict], title=""):
     """Accuracy per category (each protocol) and per distance bin (LingEval97), one panel each."""
-    from .common import new_figure
+    from .common import figure_title, new_figure
 
     panels = [(p, "by_category") for p in results] + [(p, "by_distance") for p in results if "by_distance" in results[p]]
-    fig, axes = new_figure(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
+    widths = [max(3.0, 1.2 + 0.22 * len(results[p][key])) for p, key in panels]  # room for each vertical label
+    fig, axes = new_figure(1, len(panels), figsize=(sum(widths), 4.2), squeeze=False, width_ratios=widths)
     for ax, (protocol, key) in zip(axes[0], panels):
         table = results[protocol][key]
         names = list(table)
         ax.bar(range(len(names)), [100 * table[n]["accuracy"] for n in names])
-        ax.set_xticks(range(len(names)))
-        rotate = key == "by_category"
-        ax.set_xticklabels([f"{n}\n(n={table[n]['total']})" for n in names], rotation=30 if rotate else 0,
-                           ha="right" if rotate else "center", fontsize=6 if rotate else 5)
+        ax.set_xticks(range(len(names)), [f"{n} (n={table[n]['total']})" for n in names], rotation=90, fontsize=6)
         ax.set_ylabel("accuracy (%)")
         ax.set_ylim(0, 100)
         ax.set_xlabel(("distance (LingEval97 bins)" if key == "by_distance" else "category") + f" [{protocol}]")
+    figure_title(fig, f"Contrastive accuracy {title}".strip())
     return fig

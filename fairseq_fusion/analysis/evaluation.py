@@ -183,7 +183,7 @@ def bleu_by_length(sources: Sequence[str], refs: Sequence[str], systems: Dict[st
 
 
 def plot_bleu_by_length(result: dict, title: Optional[str] = None):
-    from .common import new_figure
+    from .common import figure_title, new_figure
 
     fig, ax = new_figure(figsize=(5, 3.5))
     x = list(range(len(result["buckets"])))
@@ -194,7 +194,7 @@ def plot_bleu_by_length(result: dict, title: Optional[str] = None):
     ax.set_xlabel("Length of source sentence")
     ax.set_ylabel("BLEU")
     if title:
-        ax.set_title(title)
+        figure_title(fig, title)
     ax.legend()
     return fig
 

@@ -310,11 +310,11 @@ def run(model, task, train_epochs, valid_batches, test_batches, modules=MODULES,
 PANELS = ("TEM", "SEM", "IFM", "AddNorm-I", "FFN", "AddNorm-II")
 
 
-def plot(entries):
+def plot(entries, title=""):
     """Recovery PPL by layer: one row per side, one panel per module (Fig. 3 and Fig. 8), one
     line per checkpoint; each checkpoint's zero-representation baseline is a dashed line of
     its colour."""
-    from .common import new_figure
+    from .common import figure_title, new_figure
 
     sides = list(entries[0]["ppl"])
     modules = [m for m in PANELS if any(m in e["ppl"][s] for e in entries for s in sides)]
@@ -336,6 +336,7 @@ def plot(entries):
             ax.grid(alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8)
+    if title:
+        figure_title(fig, title, fontsize=9)
     return fig

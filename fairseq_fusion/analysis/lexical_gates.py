@@ -104,7 +104,7 @@ def site_groups(gates):
 
 def plot(results, title=""):
     """``results``: checkpoint label -> gate statistics; checkpoints overlaid (line styles)."""
-    from .common import new_figure
+    from .common import figure_title, new_figure
 
     fig, axes = new_figure(1, 3, figsize=(18, 4.5))
     styles = ["-", "--", ":", "-."]
@@ -125,11 +125,14 @@ def plot(results, title=""):
     axes[0].axhline(0.5, color="grey", lw=0.5)
     axes[0].set_xlabel("layer")
     axes[0].set_ylabel("gate mean (+- std)")
-    axes[0].set_title(f"lexical shortcut gates {title}".strip())
-    axes[0].legend(fontsize=6)
+    axes[0].set_title("gate mean by layer")
+    axes[1].set_title("gate mean by frequency bin")
+    axes[2].set_title("gate values")
+    figure_title(fig, f"Lexical shortcut gates {title}".strip())
     axes[1].set_xlabel("frequency bin of the key sub-word (1 = rarest)")
     axes[1].set_ylabel("gate mean (mean over layers)")
-    axes[1].legend(fontsize=6)
+    handles, labels = axes[1].get_legend_handles_labels()  # the same gates in the first two panels: one legend below
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=7)
     axes[2].set_xlabel("gate value (1 = lexical)")
     axes[2].set_ylabel("share of values (mean over gates)")
     axes[2].legend(fontsize=7)

@@ -193,7 +193,7 @@ def probe(stores, dictionaries, group_size=4, n_bins=10, log=print, **train_kwar
 
 
 def plot(result, title=""):
-    from .common import new_figure
+    from .common import figure_title, new_figure
     from .lexical_states import layer_labels
 
     sides = list(result)
@@ -207,7 +207,8 @@ def plot(result, title=""):
     axes[0][0].set_xticklabels(layer_labels(len(acc)))
     axes[0][0].set_xlabel("layer")
     axes[0][0].set_ylabel("held-out probe accuracy")
-    axes[0][0].set_title(f"lexical probe {title}".strip())
+    axes[0][0].set_title("accuracy by layer")
+    figure_title(fig, f"Lexical probe {title}".strip())
     axes[0][0].legend()
     for ax, side in zip(axes[0][1:], sides):
         by_bin = result[side]["accuracy_by_frequency_bin"]
@@ -216,8 +217,8 @@ def plot(result, title=""):
             ax.plot(range(1, len(accs) + 1), accs, marker=".", label=labels[layer])
         ax.set_xlabel("frequency bin (1 = rarest)")
         ax.set_ylabel("accuracy")
-        ax.set_title(f"{side}: accuracy by sub-word frequency")
-        ax.legend(title="layer", fontsize=7)
+        ax.set_title(f"{side}: by sub-word frequency")
+        ax.legend(title="layer", fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     if with_pos:
         axes[1][0].axis("off")
         for ax, side in zip(axes[1][1:], sides):
@@ -227,6 +228,6 @@ def plot(result, title=""):
             ax.set_xticklabels(layer_labels(len(accs)))
             ax.set_xlabel("layer")
             ax.set_ylabel("accuracy")
-            ax.set_title(f"{side}: accuracy by part of speech")
-            ax.legend(fontsize=7)
+            ax.set_title(f"{side}: by part of speech")
+            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return fig

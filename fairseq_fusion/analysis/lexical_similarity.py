@@ -51,7 +51,7 @@ def stream_similarity(model, task, split, max_tokens=4000, max_sentences=None) -
 
 
 def plot(result, title=""):
-    from .common import new_figure
+    from .common import figure_title, new_figure
 
     fig, ax = new_figure(figsize=(6, 4))
     for side, style in zip(result, ("-", "--")):
@@ -61,6 +61,6 @@ def plot(result, title=""):
     ax.set_xticks(range(1, len(sims) + 1))
     ax.set_xlabel("layer")
     ax.set_ylabel("mean cosine similarity")
-    ax.set_title(f"embeddings vs layer states {title}".strip())
+    figure_title(fig, f"Embeddings vs layer states {title}".strip(), fontsize=10)
     ax.legend(fontsize=7)
     return fig

@@ -10,16 +10,17 @@ import os
 
 from ..analysis import alignment
 from ..analysis import alignment_stream as stream
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-aer", description=__doc__.split("\n")[0])
-    p.add_argument("--gold", required=True, help="gold: 'i-j' sure / 'ipj' possible, source index first")
-    p.add_argument("--hyp", required=True, help="hypothesis: Pharaoh 'i-j', source index first")
-    p.add_argument("--gold-zero-indexed", action="store_true", help="gold indices start at 0 (default: 1)")
-    p.add_argument("--hyp-one-indexed", action="store_true", help="hypothesis indices start at 1 (default: 0)")
-    p.add_argument("--reverse-hyp", action="store_true", help="hypothesis links are 'target-source'")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p = argparse.ArgumentParser(prog="fusion-aer", description=description_of(__doc__))
+    p.add_argument("--gold", required=True, help="Gold alignment: 'i-j' sure and 'ipj' possible links, source index first.")
+    p.add_argument("--hyp", required=True, help="Hypothesis alignment: Pharaoh 'i-j' links, source index first.")
+    p.add_argument("--gold-zero-indexed", action="store_true", help="Gold indices start at 0 (default: 1).")
+    p.add_argument("--hyp-one-indexed", action="store_true", help="Hypothesis indices start at 1 (default: 0).")
+    p.add_argument("--reverse-hyp", action="store_true", help="Hypothesis links are 'target-source'.")
+    p.add_argument("--json", action="store_true", help="Print JSON.")
     return p
 
 

@@ -18,32 +18,29 @@ import os
 
 from ..analysis import alignment
 from ..analysis import alignment_stream as stream
-from ..analysis.common import load_model, locked, write_outputs
+from ..analysis.common import add_checkpoint_args, load_model, locked, write_outputs
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-alignment-analysis", description=__doc__.split("\n")[0])
-    p.add_argument("--path", required=True, nargs="+", help="checkpoint file(s) (.pt); several are overlaid in one plot")
-    p.add_argument("--labels", default=None, help="comma-separated plot labels, one per --path (default: file names)")
-    p.add_argument("--data", default=None, help="binarized data directory with the dictionaries (default: the checkpoint's)")
-    p.add_argument("--parallel", required=True, help="tokenized 'source ||| target' file, e.g. deen/test.de-en")
-    p.add_argument("--gold", default=None, help="gold alignment: 1-indexed 'i-j' sure / 'ipj' possible, source index first "
-                                                "(without it: coverage only)")
-    p.add_argument("--bpe-codes", default=None, help="subword-nmt codes the model was trained with (default: DATA/bpe.codes if it exists)")
-    p.add_argument("--file-langs", default=None, help="languages of --parallel as SRC-TGT (default: from its name, e.g. test.de-en)")
+    p = argparse.ArgumentParser(prog="fusion-alignment-analysis", description=description_of(__doc__))
+    add_checkpoint_args(p, several_paths=True, path_help="Checkpoint files (.pt); several are overlaid in one plot.")
+    p.add_argument("--labels", default=None, help="Comma-separated plot labels, one per --path (default: file names).")
+    p.add_argument("--parallel", required=True, help="Tokenized 'source ||| target' file, e.g. deen/test.de-en.")
+    p.add_argument("--gold", default=None, help="Gold alignment: 1-indexed 'i-j' sure / 'ipj' possible, source index first "
+                                                "(without it: coverage only).")
+    p.add_argument("--bpe-codes", default=None, help="The subword-nmt codes the model was trained with (default: DATA/bpe.codes if it exists).")
+    p.add_argument("--file-langs", default=None, help="Languages of --parallel as SRC-TGT (default: from its name, e.g. test.de-en).")
     direction = p.add_mutually_exclusive_group()
-    direction.add_argument("--swap", dest="swap", action="store_true", default=None, help="feed the file's target side to the model as source")
-    direction.add_argument("--no-swap", dest="swap", action="store_false", help="feed the file's source side to the model as source")
+    direction.add_argument("--swap", dest="swap", action="store_true", default=None, help="Feed the file's target side to the model as source.")
+    direction.add_argument("--no-swap", dest="swap", action="store_false", help="Feed the file's source side to the model as source.")
     case = p.add_mutually_exclusive_group()
     case.add_argument("--lowercase", dest="lowercase", action="store_true", default=None,
-                      help="lower-case both sides before BPE (default: a side is lower-cased only when the model's "
-                           "dictionary for it has no capitals, i.e. the model was trained lower-cased)")
-    case.add_argument("--no-lowercase", dest="lowercase", action="store_false", help="never lower-case")
-    p.add_argument("--batch-size", type=int, default=32, help="sentence pairs per forward pass (default: %(default)s)")
-    p.add_argument("--max-sentences", type=int, default=None, help="use only the first N sentence pairs")
-    p.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
-    p.add_argument("--cpu", action="store_true")
-    p.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
+                      help="Lower-case both sides before BPE (default: a side is lower-cased only when the model's "
+                           "dictionary for it has no capitals, i.e. the model was trained lower-cased).")
+    case.add_argument("--no-lowercase", dest="lowercase", action="store_false", help="Never lower-case.")
+    p.add_argument("--batch-size", type=int, default=32, help="Sentence pairs per forward pass (default: %(default)s).")
+    p.add_argument("--max-sentences", type=int, default=None, help="Use only the first N sentence pairs.")
     return p
 
 
@@ -85,7 +82,8 @@ def main(args):
         except ValueError as e:
             raise SystemExit(f"fusion-alignment-analysis: {e}")
     data = {"parallel": args.parallel, "gold": args.gold, "checkpoints": entries}
-    title = f"{os.path.basename(args.parallel)} ({entries[0]['sentences']} sentences)"
+    title = (f"Encoder attention of {', '.join(args.path)} on {os.path.basename(args.parallel)} "
+             f"({entries[0]['sentences']} sentences)")
     write_outputs(args.out, data, stream.plot(entries, title))
     return data
 

@@ -14,6 +14,7 @@ import re
 import torch
 
 from .. import atomic_files, checkpoint_safety
+from ._tools import description_of
 
 
 def last_n_checkpoints(path, n, upper_bound=None, kind="epoch"):
@@ -56,13 +57,13 @@ def average_checkpoints(paths):
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-average-checkpoints", description=__doc__.split("\n")[0])
-    p.add_argument("--inputs", required=True, nargs="+", help="checkpoint files, or one directory with --num-*-checkpoints")
-    p.add_argument("--output", required=True, help="file to write the averaged checkpoint to")
+    p = argparse.ArgumentParser(prog="fusion-average-checkpoints", description=description_of(__doc__))
+    p.add_argument("--inputs", required=True, nargs="+", help="Checkpoint files, or one directory with --num-*-checkpoints.")
+    p.add_argument("--output", required=True, help="File to write the averaged checkpoint to.")
     num = p.add_mutually_exclusive_group()
-    num.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_E_U.pt of the directory")
-    num.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpointE.pt of the directory")
-    p.add_argument("--checkpoint-upper-bound", type=int, help="ignore checkpoints past this epoch/update")
+    num.add_argument("--num-update-checkpoints", type=int, help="Average the last N checkpoint_E_U.pt of the directory.")
+    num.add_argument("--num-epoch-checkpoints", type=int, help="Average the last N checkpointE.pt of the directory.")
+    p.add_argument("--checkpoint-upper-bound", type=int, help="Ignore checkpoints past this epoch/update.")
     return p
 
 

@@ -7,21 +7,23 @@ import argparse
 import os
 
 from ..analysis import common, evaluation
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-bleu-by-length", description=__doc__.split("\n")[0])
-    p.add_argument("--src", required=True, help="source sentences (length = whitespace-separated words)")
-    p.add_argument("--ref", required=True, help="reference translations (raw text unless --tokenized)")
-    p.add_argument("--sys", required=True, nargs="+", metavar="NAME=FILE", help="systems to compare")
+    p = argparse.ArgumentParser(prog="fusion-bleu-by-length", description=description_of(__doc__))
+    p.add_argument("--src", required=True, help="Source sentences (length = whitespace-separated words).")
+    p.add_argument("--ref", required=True, help="Reference translations (raw text unless --tokenized).")
+    p.add_argument("--sys", required=True, nargs="+", metavar="NAME=FILE", help="Systems to compare.")
     p.add_argument("--hyp-format", choices=["detok", "tok", "generate"], default="detok",
-                   help="format of the system files; tok/generate are detokenized with --target-lang")
-    p.add_argument("--target-lang", "-t", default=None, help="target language (needed for tok/generate)")
+                   help="Format of the system files; tok/generate are detokenized with --target-lang.")
+    p.add_argument("--target-lang", "-t", default=None, help="Target language (needed for tok/generate).")
     p.add_argument("--buckets", default=",".join(map(str, evaluation.DEFAULT_BUCKETS)),
-                   help="upper bounds of the length buckets (default: %(default)s -> (0,15],(15,30],(30,45],>45)")
-    p.add_argument("--tokenized", action="store_true", help="files are tokenized: BLEU on the tokens as they are")
-    p.add_argument("--title", default=None)
-    p.add_argument("--out", required=True, help="output prefix: OUT.json, OUT.png")
+                   help="Comma-separated upper bounds of the length buckets (default: %(default)s: 1-15, 16-30, 31-45 and over 45 "
+                        "words).")
+    p.add_argument("--tokenized", action="store_true", help="Files are tokenized: BLEU on the tokens as they are.")
+    p.add_argument("--title", default=None, help="Title of the plot (default: one naming the --ref file).")
+    p.add_argument("--out", required=True, help="Output prefix: OUT.json, OUT.png.")
     return p
 
 
@@ -61,7 +63,8 @@ def main(args):
     for name, scores in result["bleu"].items():
         cells = "  ".join(f"{b}: {'-' if s is None else f'{s:.2f}'}" for b, s in zip(result["buckets"], scores))
         print(f"{name}\tall: {result['overall'][name]:.2f}  {cells}")
-    common.write_outputs(args.out, result, evaluation.plot_bleu_by_length(result, args.title))
+    common.write_outputs(args.out, result, evaluation.plot_bleu_by_length(
+        result, args.title or f"BLEU by source length against {os.path.basename(args.ref)}"))
     return result
 
 

@@ -1,9 +1,11 @@
 """fusion-compare: archs (and flag combinations) x seeds, one dataset, one budget, one table; see ``fairseq_fusion.compare``."""
 from .. import compare
 
+get_parser = compare.get_parser  # the parser alone (--help, tests)
+
 
 def cli_main():
-    compare.main(compare.get_parser().parse_args())
+    compare.main(get_parser().parse_args())
 
 
 if __name__ == "__main__":

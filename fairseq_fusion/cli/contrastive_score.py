@@ -25,33 +25,32 @@ from tqdm import tqdm
 
 from ..analysis import common, contrastive
 from ..analysis import contrastive_protocols as protocols
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-contrastive-score", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="fusion-contrastive-score", description=description_of(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--path", required=True, help="checkpoint file (.pt)")
-    p.add_argument("--data", default=None, help="data folder of fusion-prepare-text (dictionaries, bpe.codes); default: the checkpoint's")
-    p.add_argument("--suite", required=True, nargs="+", help="line-aligned suite folders and/or LingEval97/ContraWSD .json files")
+    common.add_checkpoint_args(p, data_help="Data folder of fusion-prepare-text: dictionaries, bpe.codes (default: the "
+                               "checkpoint's).", out_help="Output prefix: writes OUT.json and OUT.png.")
+    p.add_argument("--suite", required=True, nargs="+", help="Line-aligned suite folders and/or LingEval97/ContraWSD .json files.")
     p.add_argument("--protocol", default="auto", choices=("auto",) + protocols.PROTOCOLS,
-                   help="how scores become accuracies (default: auto, by suite format; see below)")
+                   help="How scores become accuracies (default: auto, by suite format; see below).")
     p.add_argument("--category", nargs="+", default=None,
-                   help="score only these error types (lingeval97) / categories or ambiguous words (contrawsd)")
+                   help="Score only these error types (lingeval97) / categories or ambiguous words (contrawsd).")
     p.add_argument("--input-format", choices=["raw", "bpe"], default="raw",
-                   help="raw: preprocess like the training data (default); bpe: the text is already tokenized and BPE'd")
-    p.add_argument("--normalize", action="store_true", help="compare mean log-probs per token instead of sums")
-    p.add_argument("--max-items", type=int, default=None, help="score only the first N items of each suite")
-    p.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch")
-    p.add_argument("--out", required=True, help="output prefix: OUT.json, OUT.png")
-    p.add_argument("--cpu", action="store_true", help="stay on CPU even if CUDA is available")
-    p.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
-    p.add_argument("--phrase-trees", default=None, help="parse-tree phrase models: parse trees of the suite's sources "
-                   "(one bracketed tree per sentence, looked up by its words)")
+                   help="How the suites' text is given: raw text is preprocessed like the training data (default); bpe text "
+                        "is already tokenized and BPE'd.")
+    p.add_argument("--normalize", action="store_true", help="Compare mean log-probs per token instead of sums.")
+    p.add_argument("--max-items", type=int, default=None, help="Score only the first N items of each suite.")
+    p.add_argument("--max-tokens", type=int, default=4000, help="Tokens per batch.")
+    p.add_argument("--phrase-trees", default=None, help="Parse-tree phrase models: parse trees of the suite's sources "
+                   "(one bracketed tree per sentence, looked up by its words).")
     p.add_argument("--phrase-parser", choices=["none", "stanza"], default=None,
-                   help="parse-tree phrase models: parse the sources with this parser where --phrase-trees has no tree")
+                   help="Parse-tree phrase models: parse the sources with this parser where --phrase-trees has no tree.")
     p.add_argument("--phrase-fallback", choices=["ngram", "error"], default=None,
-                   help="parse-tree phrase models: a source without a usable tree gets n-gram spans (default, counted "
-                        "and reported) or is an error")
+                   help="Parse-tree phrase models: a source without a usable tree gets n-gram spans (default, counted "
+                        "and reported) or is an error.")
     return p
 
 
@@ -106,7 +105,7 @@ def main(args):
                 print(f"| {p} {key[3:]} {name}: {100 * a['accuracy']:.2f}% ({a['correct']}/{a['total']})")
     out = {"checkpoint": args.path, "suites": suites, "categories": args.category, "pairs_scored": len(pairs),
            "protocols": results}
-    common.write_outputs(args.out, out, protocols.plot(results))
+    common.write_outputs(args.out, out, protocols.plot(results, f"of {args.path}"))
     return out
 
 

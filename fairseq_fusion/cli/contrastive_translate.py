@@ -22,37 +22,35 @@ import json
 import os
 
 from fairseq.dataclass.configs import GenerationConfig
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from tqdm import tqdm
 
 from .. import atomic_files
 from ..analysis import common, contrastive_check, contrastive_translate
 from ..analysis.contrastive import SuiteFormatError, _open
 from ..analysis.layer_fusion import generation_args
+from ._tools import add_generation_args, description_of
 
 PROG = "fusion-contrastive-translate"
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog=PROG, description=description_of(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--suite", required=True, help="a MuCoW translation folder or the ContraWSD WMT18 folder")
-    p.add_argument("--pair", default=None, help="MuCoW language pair, e.g. en-de (default: the model's SRC-TGT)")
-    p.add_argument("--path", default=None, help="checkpoint to translate with (.pt)")
-    p.add_argument("--hyp", default=None, help="check these translations instead of translating (one line per source)")
-    p.add_argument("--lemmas", default=None, help="MuCoW: lemmatized translations, line-aligned with the translations")
-    p.add_argument("--key", default=None, help=f"ContraWSD: the sense key {contrastive_translate.CONTRAWSD_KEY}")
-    p.add_argument("--sense-patterns", default=None, help="ContraWSD: JSON file {sense: regex} (default: the key's sense strings)")
-    p.add_argument("--ignore-wmt", action="store_true", help="ContraWSD: leave out sentences from WMT dev/test sets")
-    p.add_argument("--data", default=None, help="data folder of fusion-prepare-text (default: the checkpoint's)")
-    p.add_argument("--input-format", choices=["raw", "bpe"], default="raw", help="raw: preprocess like the training data")
-    p.add_argument("--max-items", type=int, default=None, help="only the first N lines of the suite")
-    p.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch")
-    p.add_argument("--out", required=True, help="output prefix: OUT.json, OUT.png, OUT.hyp")
-    p.add_argument("--cpu", action="store_true", help="stay on CPU even if CUDA is available")
-    p.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
-    gen = p.add_argument_group("generation (fairseq-generate's options)")
-    gen_parser_from_dataclass(gen, GenerationConfig())
+    p.add_argument("--suite", required=True, help="A MuCoW translation folder or the ContraWSD WMT18 folder.")
+    p.add_argument("--pair", default=None, help="MuCoW language pair, e.g. en-de (default: the model's SRC-TGT).")
+    common.add_checkpoint_args(p, required=False, path_help="Checkpoint to translate with (.pt).",
+                               data_help="Data folder of fusion-prepare-text (default: the checkpoint's).",
+                               out_help="Output prefix: writes OUT.json, OUT.png and OUT.hyp.")
+    p.add_argument("--hyp", default=None, help="Check these translations instead of translating (one line per source).")
+    p.add_argument("--lemmas", default=None, help="MuCoW: lemmatized translations, line-aligned with the translations.")
+    p.add_argument("--key", default=None, help=f"ContraWSD: the sense key {contrastive_translate.CONTRAWSD_KEY}.")
+    p.add_argument("--sense-patterns", default=None, help="ContraWSD: JSON file {sense: regex} (default: the key's sense strings).")
+    p.add_argument("--ignore-wmt", action="store_true", help="ContraWSD: leave out sentences from WMT dev/test sets.")
+    p.add_argument("--input-format", choices=["raw", "bpe"], default="raw", help="How the suite's text is given: raw text is preprocessed like the "
+                   "training data (default); bpe text is already tokenized and BPE'd.")
+    p.add_argument("--max-items", type=int, default=None, help="Only the first N lines of the suite.")
+    p.add_argument("--max-tokens", type=int, default=4000, help="Tokens per batch.")
+    add_generation_args(p)
     return p
 
 
@@ -155,7 +153,8 @@ def main(args):
     result.update(checkpoint=args.path, hyp=args.hyp, suite_folder=args.suite, lines_checked=n)
     if args.hyp is None:
         atomic_files.write_lines(args.out + ".hyp", hyps)
-    common.write_outputs(args.out, result, contrastive_check.plot(result))
+    common.write_outputs(args.out, result, contrastive_check.plot(
+        result, f"translations of {args.path}" if args.hyp is None else f"translations in {args.hyp}"))
     return result
 
 

@@ -16,6 +16,7 @@ import copy
 import torch
 
 from .. import atomic_files, checkpoint_safety
+from ._tools import description_of
 
 
 def convert(state, arch, overrides=None, init_new_parameters=False, task=None):
@@ -66,14 +67,14 @@ def convert(state, arch, overrides=None, init_new_parameters=False, task=None):
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-convert-checkpoint", description=__doc__.split("\n")[0])
-    p.add_argument("--input", required=True, help="fairseq checkpoint (.pt) of transformer or fusion_transformer")
-    p.add_argument("--output", required=True)
-    p.add_argument("--arch", default="fusion_transformer", help="target architecture (default: %(default)s)")
-    p.add_argument("--model-overrides", default="{}", help="python dict of model args to set, e.g. \"{'encoder_layers': 6}\"")
-    p.add_argument("--data", default=None, help="binarized data directory (default: the checkpoint's)")
-    p.add_argument("--init-new-parameters", action="store_true", help="allow parameters the input lacks (fresh init)")
-    p.add_argument("--seed", type=int, default=1, help="seed for the fresh parameters")
+    p = argparse.ArgumentParser(prog="fusion-convert-checkpoint", description=description_of(__doc__))
+    p.add_argument("--input", required=True, help="A fairseq checkpoint (.pt) of transformer or fusion_transformer.")
+    p.add_argument("--output", required=True, help="File to write the converted checkpoint to.")
+    p.add_argument("--arch", default="fusion_transformer", help="Target architecture (default: %(default)s).")
+    p.add_argument("--model-overrides", default="{}", help="Python dict of model args to set, e.g. \"{'encoder_layers': 6}\".")
+    p.add_argument("--data", default=None, help="Binarized data directory (default: the checkpoint's).")
+    p.add_argument("--init-new-parameters", action="store_true", help="Allow parameters the input lacks (fresh init).")
+    p.add_argument("--seed", type=int, default=1, help="Seed for the fresh parameters.")
     return p
 
 

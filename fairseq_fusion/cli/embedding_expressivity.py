@@ -7,21 +7,36 @@ on the embedding layer. Several checkpoints can be compared (Fig. 4: vanilla vs 
       --labels FGLA,Vanilla --out results/expressivity
 """
 import argparse
+import ast
 
-from ..analysis.common import load_model, locked, new_figure, write_outputs
+from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import expressivity_curves
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-embedding-expressivity", description=__doc__.split("\n")[0])
-    p.add_argument("--path", required=True, help="checkpoint file (.pt)")
-    p.add_argument("--compare", nargs="*", default=[], help="more checkpoints to plot alongside")
-    p.add_argument("--labels", default=None, help="comma-separated names of --path and --compare (default: file paths)")
+    p = argparse.ArgumentParser(prog="fusion-embedding-expressivity", description=description_of(__doc__))
+    add_checkpoint_args(p, weights_only=True)
+    p.add_argument("--compare", nargs="*", default=[], help="More checkpoints to plot alongside.")
+    p.add_argument("--labels", default=None, help="Comma-separated names of --path and --compare (default: file paths).")
     p.add_argument("--embedding", default="encoder", choices=["encoder", "decoder", "output"],
-                   help="which matrix (default: the source embeddings; tied models share one)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the random half of dimensions")
-    p.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
+                   help="Which matrix (default: the source embeddings; tied models share one).")
+    p.add_argument("--seed", type=int, default=1, help="Seed of the random half of dimensions.")
     return p
+
+
+def plot(models, embedding):
+    """The curves of each checkpoint (``models``: [{path, label, curves: {name: values}}]) in one panel."""
+    fig, ax = new_figure(figsize=(6, 4))
+    for entry in models:
+        for name, values in entry["curves"].items():
+            ax.plot(values, label=f"{entry['label']}: {name}" if len(models) > 1 else name)
+    ax.set_xlabel("index of singular value")
+    ax.set_ylabel("ln(sigma_i / sigma_1)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return figure_title(fig, f"Singular values of the {embedding} embeddings of {', '.join(m['path'] for m in models)}",
+                        fontsize=10)
 
 
 def main(args):
@@ -31,17 +46,9 @@ def main(args):
         raise SystemExit(f"fusion-embedding-expressivity: --labels has {len(labels)} names for {len(paths)} checkpoints")
     models = []
     for path, label in zip(paths, labels):
-        model, _, _ = load_model(path, cpu=True)
+        model, _, _ = load_model(path, args.data, ast.literal_eval(args.model_overrides), cpu=True)
         models.append({"path": path, "label": label, "curves": expressivity_curves(model, args.embedding, args.seed)})
-    fig, ax = new_figure(figsize=(6, 4))
-    for entry in models:
-        for name, values in entry["curves"].items():
-            ax.plot(values, label=f"{entry['label']}: {name}" if len(models) > 1 else name)
-    ax.set_xlabel("index of singular value")
-    ax.set_ylabel("ln(sigma_i / sigma_1)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    write_outputs(args.out, {"embedding": args.embedding, "models": models}, fig)
+    write_outputs(args.out, {"embedding": args.embedding, "models": models}, plot(models, args.embedding))
     for entry in models:
         for name, values in entry["curves"].items():
             print(f"| {entry['label']} {name}: mean ln(sigma/sigma_1) = {sum(values) / len(values):.3f} over {len(values)} values")

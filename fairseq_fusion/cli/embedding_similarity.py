@@ -9,10 +9,11 @@ import ast
 
 from ..analysis import lexical_similarity as sim
 from ..analysis.common import add_common_args, load_model, locked, write_outputs
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-embedding-similarity", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="fusion-embedding-similarity", description=description_of(__doc__))
     return add_common_args(p, split="test")
 
 
@@ -23,7 +24,7 @@ def main(args):
         for ref in sim.REFERENCES:
             print(f"| {side:7s} cos({ref}, layer 1..N): " + " ".join(f"{s:.3f}" for s in r[ref]))
     data = {"checkpoint": args.path, "arch": cfg.model.arch, "split": args.split, **result}
-    write_outputs(args.out, data, sim.plot(result, f"({cfg.model.arch}, {args.split})"))
+    write_outputs(args.out, data, sim.plot(result, f"of {args.path} ({cfg.model.arch}, {args.split})"))
     return data
 
 

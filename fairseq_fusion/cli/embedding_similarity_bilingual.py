@@ -11,28 +11,41 @@ pairs whose words are not single vocabulary entries of the model are left out (c
       --reverse --out results/similarity
 """
 import argparse
+import ast
 
-from ..analysis.common import load_model, locked, new_figure, write_outputs
+from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import bilingual_similarity, dictionary_from_alignments, read_dictionary
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-embedding-similarity-bilingual", description=__doc__.split("\n")[0])
-    p.add_argument("--path", required=True, help="checkpoint file (.pt)")
-    p.add_argument("--compare", nargs="*", default=[], help="more checkpoints to compare")
-    p.add_argument("--labels", default=None, help="comma-separated names of --path and --compare")
-    p.add_argument("--data", default=None, help="binarized data directory with the dictionaries (default: the checkpoint's)")
-    p.add_argument("--dictionary", default=None, help="file of 'source target' word pairs")
-    p.add_argument("--alignment-text", default=None, help="'src ||| tgt' sentences of a gold alignment")
+    p = argparse.ArgumentParser(prog="fusion-embedding-similarity-bilingual", description=description_of(__doc__))
+    add_checkpoint_args(p, weights_only=True)
+    p.add_argument("--compare", nargs="*", default=[], help="More checkpoints to compare.")
+    p.add_argument("--labels", default=None, help="Comma-separated names of --path and --compare.")
+    p.add_argument("--dictionary", default=None, help="File of 'source target' word pairs.")
+    p.add_argument("--alignment-text", default=None, help="'src ||| tgt' sentences of a gold alignment.")
     p.add_argument("--alignment-links", default=None,
-                   help="its links, i-j (ipj possible links skipped): gold .talp files count words from 1, fast_align from 0")
+                   help="Its links, i-j (ipj possible links skipped): gold .talp files count words from 1, fast_align from 0.")
     p.add_argument("--links-index-base", type=int, choices=[0, 1], default=None,
-                   help="index of the first word in --alignment-links (default: read from the file; "
-                   "an error when the file cannot tell)")
-    p.add_argument("--reverse", action="store_true", help="swap the alignment's sides (e.g. De-En links for En->De)")
-    p.add_argument("--min-count", type=int, default=1, help="keep aligned pairs seen at least this often")
-    p.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
+                   help="Index of the first word in --alignment-links (default: read from the file; "
+                   "an error when the file cannot tell).")
+    p.add_argument("--reverse", action="store_true", help="Swap the alignment's sides (e.g. De-En links for En->De).")
+    p.add_argument("--min-count", type=int, default=1, help="Keep aligned pairs seen at least this often.")
     return p
+
+
+def plot(results):
+    """All / Non-Shared similarity of each checkpoint (``results``: [{path, label, all, non_shared}]) as bars."""
+    fig, ax = new_figure(figsize=(3.0 + 1.6 * len(results), 3.6))
+    width = 0.35
+    for k, (key, name) in enumerate((("all", "All"), ("non_shared", "Non-Shared"))):
+        ax.bar([i + (k - 0.5) * width for i in range(len(results))], [r[key] for r in results], width, label=name)
+    ax.set_xticks(range(len(results)), [r["label"] for r in results])
+    ax.set_ylabel("cosine similarity")
+    ax.legend()
+    return figure_title(fig, "Aligned word embeddings' cosine similarity: " + ", ".join(r["path"] for r in results),
+                        fontsize=9)
 
 
 def main(args):
@@ -52,16 +65,9 @@ def main(args):
         raise SystemExit(f"fusion-embedding-similarity-bilingual: --labels has {len(labels)} names for {len(paths)} checkpoints")
     results = []
     for path, label in zip(paths, labels):
-        model, task, _ = load_model(path, args.data, cpu=True)
+        model, task, _ = load_model(path, args.data, ast.literal_eval(args.model_overrides), cpu=True)
         results.append(dict(bilingual_similarity(model, task, pairs), path=path, label=label))
-    fig, ax = new_figure(figsize=(1.5 + 1.6 * len(results), 3.2))
-    width = 0.35
-    for k, (key, name) in enumerate((("all", "All"), ("non_shared", "Non-Shared"))):
-        ax.bar([i + (k - 0.5) * width for i in range(len(results))], [r[key] for r in results], width, label=name)
-    ax.set_xticks(range(len(results)), labels)
-    ax.set_ylabel("cosine similarity")
-    ax.legend()
-    write_outputs(args.out, {"models": results}, fig)
+    write_outputs(args.out, {"models": results}, plot(results))
     for r in results:
         print(f"| {r['label']}: All {r['all']:.3f}, Non-Shared {r['non_shared']:.3f} "
               f"({r['pairs']} pairs in the vocabulary of {r['dictionary_pairs']}, {r['non_shared_pairs']} non-shared)")

@@ -19,39 +19,37 @@ import torch
 
 from ..analysis import information_batches as data
 from ..analysis import information_probe as probe
-from ..analysis.common import load_model, locked, write_outputs
+from ..analysis.common import add_checkpoint_args, load_model, locked, write_outputs
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-information-probe", description=__doc__.split("\n")[0])
-    p.add_argument("--path", required=True, nargs="+", help="checkpoint file(s) (.pt); several are overlaid in one plot")
-    p.add_argument("--labels", default=None, help="comma-separated plot labels, one per --path (default: file names)")
-    p.add_argument("--data", default=None, help="binarized data directory (default: the checkpoint's)")
-    p.add_argument("--train-split", default="train", help="split the probes are trained on (default: %(default)s)")
-    p.add_argument("--train-sentences", type=int, default=10000, help="random sample of the training split (default: %(default)s; 0 = all)")
-    p.add_argument("--valid-split", default="valid", help="held-out split for early stopping (default: %(default)s)")
-    p.add_argument("--valid-sentences", type=int, default=500, help="random sample of the held-out split (default: %(default)s; 0 = all)")
-    p.add_argument("--split", default="test", help="split the reported PPL is measured on (default: %(default)s)")
-    p.add_argument("--max-sentences", type=int, default=None, help="measure on a random sample of this many sentences of --split")
-    p.add_argument("--max-tokens", type=int, default=2000, help="tokens per batch (default: %(default)s)")
-    p.add_argument("--modules", default=",".join(probe.MODULES), help="comma-separated modules to probe (default: %(default)s)")
-    p.add_argument("--layers", default=None, help="comma-separated decoder layers to probe, 1-based (default: all)")
-    p.add_argument("--sides", default=",".join(probe.SIDES), help="sequences to recover: source,target (default: both)")
+    p = argparse.ArgumentParser(prog="fusion-information-probe", description=description_of(__doc__))
+    add_checkpoint_args(p, several_paths=True, path_help="Checkpoint files (.pt); several are overlaid in one plot.",
+                        data_help="Binarized data directory (default: the checkpoint's).")
+    p.add_argument("--labels", default=None, help="Comma-separated plot labels, one per --path (default: file names).")
+    p.add_argument("--train-split", default="train", help="Split the probes are trained on (default: %(default)s).")
+    p.add_argument("--train-sentences", type=int, default=10000, help="Random sample of the training split (default: %(default)s; 0 = all).")
+    p.add_argument("--valid-split", default="valid", help="Held-out split for early stopping (default: %(default)s).")
+    p.add_argument("--valid-sentences", type=int, default=500, help="Random sample of the held-out split (default: %(default)s; 0 = all).")
+    p.add_argument("--split", default="test", help="Split the reported PPL is measured on (default: %(default)s).")
+    p.add_argument("--max-sentences", type=int, default=None, help="Measure on a random sample of this many sentences of --split.")
+    p.add_argument("--max-tokens", type=int, default=2000, help="Tokens per batch (default: %(default)s).")
+    p.add_argument("--modules", default=",".join(probe.MODULES), help="Comma-separated modules to probe (default: %(default)s).")
+    p.add_argument("--layers", default=None, help="Comma-separated decoder layers to probe, 1-based (default: all).")
+    p.add_argument("--sides", default=",".join(probe.SIDES), help="Sequences to recover: source,target (default: both).")
     p.add_argument("--probe-group-size", type=int, default=8,
-                   help="probes trained at once; each group re-runs the frozen model (default: %(default)s, "
-                        "about 4 GB of probe and Adam state at base size with a 37K vocabulary)")
-    p.add_argument("--no-baseline", action="store_true", help="skip the zero-representation baseline probes")
-    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate of Adam (default: %(default)s)")
-    p.add_argument("--warmup-steps", type=int, default=200, help="linear warm-up, then inverse-sqrt decay (default: %(default)s)")
-    p.add_argument("--max-epochs", type=int, default=10, help="passes over the training sample at most (default: %(default)s)")
-    p.add_argument("--max-steps", type=int, default=None, help="training steps per group at most")
-    p.add_argument("--eval-interval", type=int, default=200, help="steps between held-out evaluations (default: %(default)s)")
-    p.add_argument("--patience", type=int, default=3, help="evaluations without improvement before a probe stops (default: %(default)s)")
-    p.add_argument("--probe-dropout", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
-    p.add_argument("--cpu", action="store_true", help="stay on CPU even if CUDA is available")
-    p.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
+                   help="Probes trained at once; each group re-runs the frozen model (default: %(default)s, "
+                        "about 4 GB of probe and Adam state at base size with a 37K vocabulary).")
+    p.add_argument("--no-baseline", action="store_true", help="Skip the zero-representation baseline probes.")
+    p.add_argument("--lr", type=float, default=5e-4, help="Peak learning rate of Adam (default: %(default)s).")
+    p.add_argument("--warmup-steps", type=int, default=200, help="Linear warm-up, then inverse-sqrt decay (default: %(default)s).")
+    p.add_argument("--max-epochs", type=int, default=10, help="Passes over the training sample at most (default: %(default)s).")
+    p.add_argument("--max-steps", type=int, default=None, help="Training steps per group at most.")
+    p.add_argument("--eval-interval", type=int, default=200, help="Steps between held-out evaluations (default: %(default)s).")
+    p.add_argument("--patience", type=int, default=3, help="Evaluations without improvement before a probe stops (default: %(default)s).")
+    p.add_argument("--probe-dropout", type=float, default=0.1, help="Dropout of the probes (default: %(default)s).")
+    p.add_argument("--seed", type=int, default=1, help="Seed of the samples and of the probes' training (default: %(default)s).")
     return p
 
 
@@ -120,9 +118,8 @@ def main(args):
         entries.append({"label": label, **probe_checkpoint(path, args, modules, sides)})
     settings = {k: getattr(args, k) for k in ("train_split", "valid_split", "split", "layers", "lr", "warmup_steps", "max_epochs",
                                               "max_steps", "eval_interval", "patience", "probe_group_size", "seed")}
-    fig = probe.plot(entries)
-    fig.suptitle(f"recovery PPL on {args.split}; probes trained on {args.train_split}, early stopping on {args.valid_split}",
-                 fontsize=9, y=1.0)
+    fig = probe.plot(entries, f"Recovery PPL of {', '.join(args.path)} on {args.split}; probes trained on "
+                               f"{args.train_split}, early stopping on {args.valid_split}")
     write_outputs(args.out, {"settings": settings, "checkpoints": entries}, fig)
     return entries
 

@@ -6,23 +6,22 @@ encoder layers (Liu et al. 2021, Fig. 1), weights averaged over the dimensions.
 import argparse
 import ast
 
-from ..analysis.common import load_model, locked, new_figure, write_outputs
+from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import layer_attention_matrix
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-layer-attention-map", description=__doc__.split("\n")[0])
-    p.add_argument("--path", required=True, help="checkpoint with --layer-attention fine|coarse")
-    p.add_argument("--out", required=True, help="output prefix: writes OUT.png and OUT.json")
-    p.add_argument("--model-overrides", default="{}", help="python dict of model arg overrides")
+    p = argparse.ArgumentParser(prog="fusion-layer-attention-map", description=description_of(__doc__))
+    add_checkpoint_args(p, weights_only=True, path_help="Checkpoint (.pt) of a model with --layer-attention fine or "
+                        "coarse.")
     return p
 
 
-def main(args):
-    model, _, _ = load_model(args.path, overrides=ast.literal_eval(args.model_overrides), cpu=True)
-    matrix = layer_attention_matrix(model)  # decoder layers x encoder layers
+def plot(matrix, path):
+    """Heatmap of ``matrix`` (decoder layers x encoder layers 0..N) with its values, titled with the checkpoint."""
     m, n1 = matrix.shape
-    fig, ax = new_figure(figsize=(1.2 + 0.9 * m, 1.0 + 0.7 * n1))
+    fig, ax = new_figure(figsize=(2.4 + 0.9 * m, 1.6 + 0.7 * n1))
     im = ax.imshow(matrix.T.numpy(), origin="lower", cmap="viridis", aspect="auto")
     for i in range(m):
         for j in range(n1):
@@ -32,6 +31,13 @@ def main(args):
     ax.set_xlabel("decoder layer")
     ax.set_ylabel("encoder layer")
     fig.colorbar(im, ax=ax)
+    return figure_title(fig, f"Layer attention of {path}", fontsize=9)
+
+
+def main(args):
+    model, _, _ = load_model(args.path, args.data, ast.literal_eval(args.model_overrides), cpu=True)
+    matrix = layer_attention_matrix(model)  # decoder layers x encoder layers
+    fig = plot(matrix, args.path)
     data = {"path": args.path, "weights": matrix.tolist(),
             "rows": "decoder layers 1..M", "columns": "encoder layers 0 (word embeddings)..N"}
     write_outputs(args.out, data, fig)

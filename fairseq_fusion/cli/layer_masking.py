@@ -22,28 +22,27 @@ import ast
 import dataclasses
 
 from fairseq.dataclass.configs import GenerationConfig
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 
-from ..analysis.common import add_common_args, locked, new_figure, write_outputs
+from ..analysis.common import add_common_args, figure_title, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import TRANSLATION_GENERATION, generation_args, masking_sweep
 from ..analysis.metrics import get_metric, known_metrics
+from ._tools import add_generation_args, description_of
 
 POST_PROCESS = ["subword_nmt", "sentencepiece", "wordpiece", "letter", "_EOW", "none"]
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-layer-masking", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="fusion-layer-masking", description=description_of(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     add_common_args(p, split="test")
-    p.add_argument("--layers", default=None, help="comma-separated encoder layers to mask (default: all attended, 0 = embeddings)")
-    p.add_argument("--metric", default="bleu", help=f"corpus metric, one of {known_metrics()} (default: %(default)s)")
+    p.add_argument("--layers", default=None, help="Comma-separated encoder layers to mask (default: all attended, 0 = embeddings).")
+    p.add_argument("--metric", default="bleu", help=f"Corpus metric, one of {known_metrics()} (default: %(default)s).")
     p.add_argument("--post-process", default=None, choices=POST_PROCESS,
-                   help="fairseq's post-processing of the output tokens (default: subword_nmt; none with --bpe gpt2)")
-    p.add_argument("--bpe", default=None, choices=["gpt2"], help="decode fairseq's GPT-2 BPE after --post-process none")
-    p.add_argument("--gpt2-encoder-json", default=None, help="with --bpe gpt2: the encoder.json file")
-    p.add_argument("--gpt2-vocab-bpe", default=None, help="with --bpe gpt2: the vocab.bpe file")
-    gen = p.add_argument_group("generation (fairseq-generate's options)")
-    gen_parser_from_dataclass(gen, GenerationConfig())
+                   help="How fairseq post-processes the output tokens (default: subword_nmt; none with --bpe gpt2).")
+    p.add_argument("--bpe", default=None, choices=["gpt2"], help="Decode fairseq's GPT-2 BPE after --post-process none.")
+    p.add_argument("--gpt2-encoder-json", default=None, help="With --bpe gpt2: the encoder.json file.")
+    p.add_argument("--gpt2-vocab-bpe", default=None, help="With --bpe gpt2: the vocab.bpe file.")
+    add_generation_args(p)
     p.set_defaults(**TRANSLATION_GENERATION)
     return p
 
@@ -64,6 +63,20 @@ def gpt2_bpe(args):
                                                   gpt2_vocab_bpe=args.gpt2_vocab_bpe))
 
 
+def plot(results, metric, title):
+    """Relative change of the metric (a) and of the output length (b) by masked encoder layer."""
+    labels = ["emb" if r["masked_layer"] == 0 else str(r["masked_layer"]) for r in results]
+    fig, axes = new_figure(1, 2, figsize=(9, 3.4))
+    for ax, key, name in ((axes[0], "score_change", f"(a) {metric}"), (axes[1], "length_change", "(b) output length")):
+        values = [r[key] for r in results]
+        ax.bar(labels, values, color=["tab:red" if v < 0 else "tab:blue" for v in values])
+        ax.axhline(0, color="k", linewidth=0.8)
+        ax.set_xlabel("masked encoder layer")
+        ax.set_ylabel("relative change (%)")
+        ax.set_title(name)
+    return figure_title(fig, title, fontsize=10)
+
+
 def main(args):
     try:
         get_metric(args.metric)
@@ -79,15 +92,7 @@ def main(args):
         metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=bpe,
         max_tokens=args.max_tokens, max_sentences=args.max_sentences,
     )
-    labels = ["emb" if r["masked_layer"] == 0 else str(r["masked_layer"]) for r in results]
-    fig, axes = new_figure(1, 2, figsize=(9, 3.2))
-    for ax, key, title in ((axes[0], "score_change", f"(a) {args.metric}"), (axes[1], "length_change", "(b) output length")):
-        values = [r[key] for r in results]
-        ax.bar(labels, values, color=["tab:red" if v < 0 else "tab:blue" for v in values])
-        ax.axhline(0, color="k", linewidth=0.8)
-        ax.set_xlabel("masked encoder layer")
-        ax.set_ylabel("relative change (%)")
-        ax.set_title(title)
+    fig = plot(results, args.metric, f"Masking encoder layers of {args.path} ({args.split})")
     generation = {k: v for k, v in vars(gen_args).items() if v != getattr(GenerationConfig(), k)}
     write_outputs(args.out, {"path": args.path, "split": args.split, "metric": args.metric,
                              "generation": generation, "post_process": args.post_process, "bpe": args.bpe,

@@ -22,33 +22,34 @@ from ..analysis import lexical_probe as probe
 from ..analysis.common import add_common_args, load_model, locked, write_outputs
 from ..analysis.lexical_pos import PositionCategories
 from ..analysis.lexical_store import StateStore
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-lexical-probe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="fusion-lexical-probe", description=description_of(__doc__))
     add_common_args(p, split="test")
-    p.add_argument("--train-split", default="train", help="split the probes are trained on (default: %(default)s)")
+    p.add_argument("--train-split", default="train", help="Split the probes are trained on (default: %(default)s).")
     p.add_argument("--max-train-sentences", type=int, default=100000,
-                   help="random sample of this many training sentences (default: %(default)s)")
+                   help="Random sample of this many training sentences (default: %(default)s).")
     p.add_argument("--max-train-positions", type=int, default=1000000,
-                   help="at most this many training positions per side (disk: 2 bytes x dim x layers each)")
-    p.add_argument("--valid-split", default="valid", help="held-out split for early stopping (default: %(default)s)")
-    p.add_argument("--max-valid-sentences", type=int, default=None, help="use at most this many early-stopping sentences")
-    p.add_argument("--max-epochs", type=int, default=20, help="most training epochs per probe (default: %(default)s)")
+                   help="At most this many training positions per side (disk: 2 bytes x dim x layers each).")
+    p.add_argument("--valid-split", default="valid", help="Held-out split for early stopping (default: %(default)s).")
+    p.add_argument("--max-valid-sentences", type=int, default=None, help="Use at most this many early-stopping sentences.")
+    p.add_argument("--max-epochs", type=int, default=20, help="Most training epochs per probe (default: %(default)s).")
     p.add_argument("--patience", type=int, default=3,
-                   help="stop a probe after this many epochs without a better held-out accuracy (default: %(default)s)")
-    p.add_argument("--lr", type=float, default=1e-3, help="probe learning rate (Adam; halved on each epoch without improvement)")
-    p.add_argument("--warmup-updates", type=int, default=200, help="linear learning-rate warm-up (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=512, help="positions per probe update (default: %(default)s)")
+                   help="Stop a probe after this many epochs without a better held-out accuracy (default: %(default)s).")
+    p.add_argument("--lr", type=float, default=1e-3, help="Probe learning rate (Adam; halved on each epoch without improvement).")
+    p.add_argument("--warmup-updates", type=int, default=200, help="Linear learning-rate warm-up (default: %(default)s).")
+    p.add_argument("--batch-size", type=int, default=512, help="Positions per probe update (default: %(default)s).")
     p.add_argument("--probe-group-size", type=int, default=4,
-                   help="probes trained at once; memory grows with it (default: %(default)s)")
-    p.add_argument("--hidden", type=int, default=512, help="classifier hidden units (A.1: 512)")
-    p.add_argument("--probe-dropout", type=float, default=0.5, help="classifier dropout (A.1: 0.5)")
-    p.add_argument("--bins", type=int, default=10, help="frequency bins (A.3: 10)")
-    p.add_argument("--source-pos-tags", default=None, help="POS tags of --split's source side: one line per sentence, one tag per word")
-    p.add_argument("--target-pos-tags", default=None, help="POS tags of --split's target side (as --source-pos-tags)")
-    p.add_argument("--bpe-dir", default=None, help="folder with SPLIT.bpe.LANG for the tags (default: DATA/tok)")
-    p.add_argument("--seed", type=int, default=1)
+                   help="Probes trained at once; memory grows with it (default: %(default)s).")
+    p.add_argument("--hidden", type=int, default=512, help="Classifier hidden units (A.1: 512).")
+    p.add_argument("--probe-dropout", type=float, default=0.5, help="Classifier dropout (A.1: 0.5).")
+    p.add_argument("--bins", type=int, default=10, help="Frequency bins (A.3: 10).")
+    p.add_argument("--source-pos-tags", default=None, help="POS tags of --split's source side: one line per sentence, one tag per word.")
+    p.add_argument("--target-pos-tags", default=None, help="POS tags of --split's target side (as --source-pos-tags).")
+    p.add_argument("--bpe-dir", default=None, help="Folder with SPLIT.bpe.LANG for the tags (default: DATA/tok).")
+    p.add_argument("--seed", type=int, default=1, help="Seed of the training sample and of the probes (default: %(default)s).")
     return p
 
 
@@ -109,7 +110,7 @@ def main(args):
     data = {"checkpoint": args.path, "arch": cfg.model.arch, "splits": splits,
             "max_train_sentences": args.max_train_sentences, "hidden": args.hidden, "dropout": args.probe_dropout,
             "pos_tags": {"encoder": args.source_pos_tags, "decoder": args.target_pos_tags}, **result}
-    title = f"({cfg.model.arch}, {args.split})"
+    title = f"of {args.path} ({cfg.model.arch}, {args.split})"
     write_outputs(args.out, data, probe.plot(result, title))
     return data
 

@@ -18,25 +18,26 @@ from ..modules.phrase_parse_tree import ParseError, phrase_lengths
 from ..modules.phrase_segmentation import ROUNDINGS
 from ..tasks.phrase_spans import ngram_spans
 from ..tasks.translation_with_phrases import format_spans, span_path
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-parse-spans", description=__doc__.split("\n")[0])
-    p.add_argument("--data", required=True, help="binarized data directory (fusion-prepare-text --destdir)")
-    p.add_argument("--split", required=True, help="split name, e.g. train, valid, test")
-    p.add_argument("--source-lang", "-s", required=True)
-    p.add_argument("--target-lang", "-t", required=True)
-    p.add_argument("--parse", required=True, help="parse trees, one bracketed tree per source line")
-    p.add_argument("--bpe", default=None, help="BPE source text of the split (default: DATA/tok/SPLIT.bpe.SRC)")
-    p.add_argument("--output", default=None, help="span file (default: DATA/SPLIT.SRC-TGT.SRC.phrases)")
+    p = argparse.ArgumentParser(prog="fusion-parse-spans", description=description_of(__doc__))
+    p.add_argument("--data", required=True, help="Binarized data directory (fusion-prepare-text --destdir).")
+    p.add_argument("--split", required=True, help="Split name, e.g. train, valid, test.")
+    p.add_argument("--source-lang", "-s", required=True, help="Source language of the binarized data, e.g. en.")
+    p.add_argument("--target-lang", "-t", required=True, help="Target language of the binarized data, e.g. de.")
+    p.add_argument("--parse", required=True, help="Parse trees, one bracketed tree per source line.")
+    p.add_argument("--bpe", default=None, help="BPE source text of the split (default: DATA/tok/SPLIT.bpe.SRC).")
+    p.add_argument("--output", default=None, help="Span file (default: DATA/SPLIT.SRC-TGT.SRC.phrases).")
     p.add_argument("--phrase-size-rounding", choices=list(ROUNDINGS), default="ceil",
-                   help="the phrase size limit n is footnote 2's seql / 6 rounded up (ceil, the authors' code) "
-                   "or down (floor): as the model's --phrase-size-rounding")
-    p.add_argument("--max-errors", type=int, default=10, help="report at most this many bad lines")
+                   help="The phrase size limit n is footnote 2's seql / 6 rounded up (ceil, the authors' code) "
+                   "or down (floor): as the model's --phrase-size-rounding.")
+    p.add_argument("--max-errors", type=int, default=10, help="Report at most this many bad lines.")
     p.add_argument("--fallback", choices=["ngram", "error"], default="ngram",
-                   help="a line without a usable tree: n-gram spans, reported and counted (default), or an error")
+                   help="A line without a usable tree: n-gram spans, reported and counted (default), or an error.")
     p.add_argument("--max-fallback", type=float, default=0.05,
-                   help="refuse the file when more than this fraction of its lines fall back to n-gram spans")
+                   help="Refuse the file when more than this fraction of its lines fall back to n-gram spans.")
     return p
 
 

@@ -15,16 +15,17 @@ from tqdm import tqdm
 
 from .. import atomic_files
 from ..tasks.phrase_spans import PARSERS
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-parse-trees", description=__doc__.split("\n")[0])
-    p.add_argument("--input", required=True, help="tokenized text, one sentence per line")
-    p.add_argument("--output", required=True, help="parse trees, one per input line (empty where parsing failed)")
-    p.add_argument("--lang", required=True, help="language of the parser model (e.g. en, de, zh)")
-    p.add_argument("--parser", choices=sorted(PARSERS), default="stanza")
-    p.add_argument("--model-dir", default=None, help="the parser's model folder (default: its own download folder)")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences per parser call")
+    p = argparse.ArgumentParser(prog="fusion-parse-trees", description=description_of(__doc__))
+    p.add_argument("--input", required=True, help="Tokenized text, one sentence per line.")
+    p.add_argument("--output", required=True, help="Parse trees, one per input line (empty where parsing failed).")
+    p.add_argument("--lang", required=True, help="Language of the parser model (e.g. en, de, zh).")
+    p.add_argument("--parser", choices=sorted(PARSERS), default="stanza", help="The constituency parser (default: %(default)s).")
+    p.add_argument("--model-dir", default=None, help="The parser's model folder (default: its own download folder).")
+    p.add_argument("--batch-size", type=int, default=64, help="Sentences per parser call.")
     return p
 
 

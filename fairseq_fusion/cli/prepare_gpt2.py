@@ -19,22 +19,23 @@ import sys
 from tqdm import tqdm
 
 from .prepare_text import binarize, read_lines, write_lines
+from ._tools import description_of
 
 GPT2_FILES = ("encoder.json", "vocab.bpe", "dict.txt")
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-prepare-gpt2", description=__doc__.split("\n")[0])
-    p.add_argument("--source-lang", "-s", required=True, help="file suffix of the sources (e.g. source)")
-    p.add_argument("--target-lang", "-t", required=True, help="file suffix of the targets (e.g. target)")
-    p.add_argument("--trainpref", required=True)
-    p.add_argument("--validpref", required=True)
-    p.add_argument("--testpref", default=None, help="comma-separated prefixes of test sets")
-    p.add_argument("--gpt2-dir", required=True, help=f"folder with fairseq's GPT-2 BPE files: {', '.join(GPT2_FILES)}")
-    p.add_argument("--truncate-source", type=int, default=None, metavar="N", help="keep the first N words of each source")
-    p.add_argument("--max-lines", type=int, default=None, help="use only the first N lines of each split")
-    p.add_argument("--destdir", required=True)
-    p.add_argument("--workers", type=int, default=1)
+    p = argparse.ArgumentParser(prog="fusion-prepare-gpt2", description=description_of(__doc__))
+    p.add_argument("--source-lang", "-s", required=True, help="File suffix of the sources (e.g. source).")
+    p.add_argument("--target-lang", "-t", required=True, help="File suffix of the targets (e.g. target).")
+    p.add_argument("--trainpref", required=True, help="Training files prefix: PREFIX.SRC and PREFIX.TGT.")
+    p.add_argument("--validpref", required=True, help="Validation files prefix: PREFIX.SRC and PREFIX.TGT.")
+    p.add_argument("--testpref", default=None, help="Comma-separated prefixes of test sets.")
+    p.add_argument("--gpt2-dir", required=True, help=f"Folder with fairseq's GPT-2 BPE files: {', '.join(GPT2_FILES)}.")
+    p.add_argument("--truncate-source", type=int, default=None, metavar="N", help="Keep the first N words of each source.")
+    p.add_argument("--max-lines", type=int, default=None, help="Use only the first N lines of each split.")
+    p.add_argument("--destdir", required=True, help="Folder of the BPE text and the binarized data.")
+    p.add_argument("--workers", type=int, default=1, help="Processes of fairseq-preprocess (default: %(default)s).")
     return p
 
 

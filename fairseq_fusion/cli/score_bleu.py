@@ -10,23 +10,24 @@ import os
 
 from .. import atomic_files
 from ..analysis import common, evaluation
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-score-bleu", description=__doc__.split("\n")[0])
-    p.add_argument("--hyp", required=True, help="hypothesis file (.gz ok)")
+    p = argparse.ArgumentParser(prog="fusion-score-bleu", description=description_of(__doc__))
+    p.add_argument("--hyp", required=True, help="Hypothesis file (.gz ok).")
     p.add_argument("--hyp-format", choices=["generate", "tok", "detok"], default="generate",
-                   help="fairseq-generate log, Moses-tokenized or detokenized text (default: %(default)s)")
-    p.add_argument("--ref", required=True, help="raw (untokenized) reference, one sentence a line (.gz ok)")
-    p.add_argument("--target-lang", "-t", required=True, help="language of hypothesis and reference (de, en, zh, ...)")
-    p.add_argument("--detruecase", action="store_true", help="the hypothesis is truecased: detruecase before detokenizing")
+                   help="Format of --hyp: a fairseq-generate log, Moses-tokenized or detokenized text (default: %(default)s).")
+    p.add_argument("--ref", required=True, help="Raw (untokenized) reference, one sentence a line (.gz ok).")
+    p.add_argument("--target-lang", "-t", required=True, help="Language of hypothesis and reference (de, en, zh, ...).")
+    p.add_argument("--detruecase", action="store_true", help="The hypothesis is truecased: detruecase before detokenizing.")
     p.add_argument("--split", choices=["auto", "compound", "chars", "none"], default="auto",
-                   help="tokenized BLEU post-processing (auto: compound for de/fr, chars for zh)")
-    p.add_argument("--detok-only", action="store_true", help="report only detokenized sacreBLEU")
+                   help="Tokenized BLEU post-processing (auto: compound for de/fr, chars for zh).")
+    p.add_argument("--detok-only", action="store_true", help="Report only detokenized sacreBLEU.")
     p.add_argument("--sacrebleu-tokenize", default="auto",
-                   help="sacreBLEU tokenizer of the detokenized BLEU (auto: zh for zh, ja-mecab for ja, ko-mecab for ko, "
-                   "else 13a, as sacrebleu -l picks)")
-    p.add_argument("--out", default=None, help="output prefix: writes OUT.json and the detokenized hypothesis OUT.detok")
+                   help="The sacreBLEU tokenizer of the detokenized BLEU (auto: zh for zh, ja-mecab for ja, ko-mecab for ko, "
+                   "else 13a, as sacrebleu -l picks).")
+    p.add_argument("--out", default=None, help="Output prefix: writes OUT.json and the detokenized hypothesis OUT.detok.")
     return p
 
 

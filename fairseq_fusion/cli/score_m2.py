@@ -9,19 +9,21 @@ import argparse
 
 from ..analysis import common, evaluation
 from ..analysis.m2 import M2FormatError, score_m2
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-score-m2", description=__doc__.split("\n")[0])
-    p.add_argument("--hyp", required=True, help="system corrections")
-    p.add_argument("--hyp-format", choices=["generate", "text"], default="generate")
-    p.add_argument("--gold", required=True, help="the gold edits (M2 format, e.g. CoNLL-2014's official-2014.combined.m2)")
-    p.add_argument("--out", required=True, help="output prefix: OUT.json")
-    p.add_argument("--beta", type=float, default=0.5, help="F_beta (default 0.5, the shared task's)")
+    p = argparse.ArgumentParser(prog="fusion-score-m2", description=description_of(__doc__))
+    p.add_argument("--hyp", required=True, help="System corrections.")
+    p.add_argument("--hyp-format", choices=["generate", "text"], default="generate",
+                   help="Format of --hyp: a fairseq-generate log or one sentence a line (default: %(default)s).")
+    p.add_argument("--gold", required=True, help="The gold edits (M2 format, e.g. CoNLL-2014's official-2014.combined.m2).")
+    p.add_argument("--out", required=True, help="Output prefix: OUT.json.")
+    p.add_argument("--beta", type=float, default=0.5, help="F_beta (default 0.5, the shared task's).")
     p.add_argument("--max-unchanged-words", type=int, default=2,
-                   help="most unchanged tokens inside one edit (the official scorer's default 2)")
+                   help="Most unchanged tokens inside one edit (the official scorer's default 2).")
     p.add_argument("--ignore-whitespace-casing", action="store_true",
-                   help="leave out system edits that only change case or spacing (the official option)")
+                   help="Leave out system edits that only change case or spacing (the official option).")
     return p
 
 

@@ -11,6 +11,7 @@ import re
 
 from ..analysis import common, evaluation
 from ..analysis.rouge import rouge_scores
+from ._tools import description_of
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -21,11 +22,12 @@ def split_sentences(summary):
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-score-rouge", description=__doc__.split("\n")[0])
-    p.add_argument("--hyp", required=True, help="system summaries")
-    p.add_argument("--hyp-format", choices=["generate", "text"], default="generate")
-    p.add_argument("--ref", required=True, help="reference summaries, one a line, sentences separated by <q>")
-    p.add_argument("--out", required=True, help="output prefix: OUT.json")
+    p = argparse.ArgumentParser(prog="fusion-score-rouge", description=description_of(__doc__))
+    p.add_argument("--hyp", required=True, help="System summaries.")
+    p.add_argument("--hyp-format", choices=["generate", "text"], default="generate",
+                   help="Format of --hyp: a fairseq-generate log or one summary a line (default: %(default)s).")
+    p.add_argument("--ref", required=True, help="Reference summaries, one a line, sentences separated by <q>.")
+    p.add_argument("--out", required=True, help="Output prefix: OUT.json.")
     return p
 
 

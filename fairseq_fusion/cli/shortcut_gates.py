@@ -15,12 +15,13 @@ import os
 
 from ..analysis import lexical_gates as gates
 from ..analysis.common import add_common_args, load_model, locked, write_outputs
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-shortcut-gates", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="fusion-shortcut-gates", description=description_of(__doc__))
     add_common_args(p, split="test", several_paths=True)
-    p.add_argument("--bins", type=int, default=10, help="frequency bins (A.3: 10)")
+    p.add_argument("--bins", type=int, default=10, help="Frequency bins (A.3: 10).")
     return p
 
 
@@ -46,7 +47,7 @@ def main(args):
         results[label] = result
         entries.append(entry)
     data = {"split": args.split, "checkpoints": entries}
-    write_outputs(args.out, data, gates.plot(results, f"({args.split})"))
+    write_outputs(args.out, data, gates.plot(results, f"of {', '.join(args.path)} ({args.split})"))
     return data
 
 

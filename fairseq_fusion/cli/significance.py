@@ -8,19 +8,20 @@ import argparse
 
 from ..analysis import common, evaluation
 from .bleu_by_length import parse_systems
+from ._tools import description_of
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-significance", description=__doc__.split("\n")[0])
-    p.add_argument("--ref", required=True, help="reference translations")
-    p.add_argument("--baseline", required=True, metavar="NAME=FILE", help="the baseline system")
-    p.add_argument("--sys", required=True, nargs="+", metavar="NAME=FILE", help="systems to test against the baseline")
+    p = argparse.ArgumentParser(prog="fusion-significance", description=description_of(__doc__))
+    p.add_argument("--ref", required=True, help="Reference translations.")
+    p.add_argument("--baseline", required=True, metavar="NAME=FILE", help="The baseline system.")
+    p.add_argument("--sys", required=True, nargs="+", metavar="NAME=FILE", help="Systems to test against the baseline.")
     p.add_argument("--test", choices=["bs", "ar", "sign"], default="bs",
-                   help="bs: paired bootstrap resampling (default); ar: approximate randomization; sign: Collins et al. "
-                   "(2005)'s sign test over sentences (Dou et al. 2018)")
-    p.add_argument("--n-samples", type=int, default=0, help="resamples (0: sacreBLEU's default, 1000 for bs, 10000 for ar)")
-    p.add_argument("--tokenized", action="store_true", help="BLEU on the tokens as they are (no 13a tokenization)")
-    p.add_argument("--out", default=None, help="output prefix: OUT.json")
+                   help="The test: bs, paired bootstrap resampling (default); ar, approximate randomization; sign, Collins et al. "
+                   "(2005)'s sign test over sentences (Dou et al. 2018).")
+    p.add_argument("--n-samples", type=int, default=0, help="Resamples (0: sacreBLEU's default, 1000 for bs, 10000 for ar).")
+    p.add_argument("--tokenized", action="store_true", help="BLEU on the tokens as they are (no 13a tokenization).")
+    p.add_argument("--out", default=None, help="Output prefix: OUT.json.")
     return p
 
 

@@ -1,0 +1,204 @@
+"""Every figure the fusion-* commands save (PNG): a title naming the checkpoints or inputs, no overlapping texts.
+
+Each plotting function is called with small synthetic results of the shape its command computes (paper sizes:
+6 layers, 10 frequency bins, a suite's many categories); `figure_checks.assert_readable` renders the figure.
+"""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from figure_checks import assert_readable, overlapping_texts
+
+CKPT = "checkpoints/transformer_lexical_shortcuts/checkpoint_best.pt"
+CKPT2 = "checkpoints/transformer/checkpoint_best.pt"
+rng = np.random.default_rng(1)
+
+
+def values(n, low=0.0, high=1.0):
+    return [float(v) for v in rng.uniform(low, high, n)]
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def test_overlap_check_finds_overlapping_titles():
+    """The helper itself: two panel titles too long for their panels collide; the same figure with short ones does not."""
+    from fairseq_fusion.analysis.common import new_figure
+
+    fig, axes = new_figure(1, 2, figsize=(4, 2), layout=None)
+    for ax in axes:
+        ax.set_title("a rather long panel title that cannot fit")
+    assert overlapping_texts(fig)
+    for ax in axes:
+        ax.set_title("short")
+    assert not overlapping_texts(fig)
+
+
+def test_alignment_plot():
+    from fairseq_fusion.analysis import alignment_stream
+
+    entries = [{"label": label, "layers": [{"layer": i, "aer": a, "cumulative_coverage": c}
+                                           for i, a, c in zip(range(1, 7), values(6), values(6))]}
+               for label in ("lexical shortcuts", "transformer")]
+    assert_readable(alignment_stream.plot(entries, f"Encoder attention of {CKPT}, {CKPT2} on test.de-en (508 sentences)"),
+                    CKPT, CKPT2)
+
+
+def test_information_probe_plot():
+    from fairseq_fusion.analysis import information_probe
+
+    entries = [{"label": label, "ppl": {side: {m: values(6, 1, 300) for m in information_probe.PANELS}
+                                        for side in ("source", "target")},
+                "baseline_ppl": {"source": 400.0, "target": 350.0}} for label in ("sf", "vanilla")]
+    assert_readable(information_probe.plot(entries, f"Recovery PPL of {CKPT}, {CKPT2} on test"), CKPT, CKPT2)
+
+
+def test_lexical_probe_plot():
+    from fairseq_fusion.analysis import lexical_probe
+
+    cats = ("NOUN", "VERB", "ADJ-ADV", "OTHER")
+    result = {side: {"accuracy": values(7), "accuracy_by_frequency_bin": [values(10) for _ in range(7)],
+                     "positions_per_pos": {c: 1000 for c in cats}, "accuracy_by_pos": {c: values(7) for c in cats}}
+              for side in ("encoder", "decoder")}
+    assert_readable(lexical_probe.plot(result, f"of {CKPT} (transformer_lexical_shortcuts, test)"), CKPT)
+
+
+def test_lexical_gates_plot():
+    from fairseq_fusion.analysis import lexical_gates
+
+    def gates():
+        return {f"{stack}.layers.{layer}.{attn}.{gate}": {
+            "mean": 0.4, "std": 0.1, "histogram": values(lexical_gates.HIST_BINS), "by_frequency_bin": {"mean": values(10)}}
+            for stack, attns in (("encoder", ("self_attn",)), ("decoder", ("self_attn", "encoder_attn")))
+            for attn in attns for layer in range(6) for gate in ("k_gate", "v_gate")}
+
+    fig = lexical_gates.plot({"checkpoint1": gates(), "checkpoint_best": gates()}, f"of {CKPT}, {CKPT2} (test)")
+    assert_readable(fig, CKPT, CKPT2)
+
+
+def test_embedding_similarity_plot():
+    from fairseq_fusion.analysis import lexical_similarity
+
+    result = {side: {ref: values(6) for ref in lexical_similarity.REFERENCES} for side in ("encoder", "decoder")}
+    assert_readable(lexical_similarity.plot(result, f"of {CKPT} (transformer_lexical_shortcuts, test)"), CKPT)
+
+
+def test_exploitation_plot():
+    from fairseq_fusion.analysis import exploitation
+    from fairseq_fusion.analysis.common import new_figure
+
+    nodes = [f"Ĥ^{l}" for l in range(2, 7)]
+    result = {f"{side}: iterative aggregation": {
+        "nodes": nodes, "inputs": ["H^l", "Ĥ^{l-1}"],
+        "scores": {n: dict(zip(["H^l", "Ĥ^{l-1}"], values(2))) for n in nodes}} for side in ("encoder", "decoder")}
+    assert_readable(exploitation.plot(result, new_figure, f"of {CKPT}"), CKPT)
+
+
+def test_contrastive_score_plot():
+    from fairseq_fusion.analysis import contrastive_protocols as protocols
+
+    def table(names):
+        return {n: {"accuracy": a, "total": 100} for n, a in zip(names, values(len(names)))}
+
+    results = {"lingeval97": {"by_category": table(["np_agreement", "subj_verb_agreement", "subj_adequacy",
+                                                     "polarity_particle_nicht_del", "polarity_affix_del", "auxiliary",
+                                                     "verb_particle", "compound", "transliteration"]),
+                              "by_distance": table(protocols.DISTANCE_BINS)},
+               "contrawsd": {"by_category": table([f"word{i}:sense{j}" for i in range(12) for j in (1, 2)])}}
+    assert_readable(protocols.plot(results, f"of {CKPT}"), CKPT)
+
+
+@pytest.mark.parametrize("suite", ["MuCoW", "ContraWSD WMT18"])
+def test_contrastive_translate_plot(suite):
+    from fairseq_fusion.analysis import contrastive_check
+
+    words = [f"ambiguous{i}" for i in range(150)]
+    if suite == "MuCoW":
+        result = {"suite": suite, "pair": "en-de",
+                  "by_word": {w: {"precision": p, "recallA": r} for w, p, r in zip(words, values(150), values(150))},
+                  "by_domain": {d: {"precision": 0.5, "recallA": 0.4} for d in ("in", "out")}}
+    else:
+        result = {"suite": suite, "pair": "de-en", "by_word": {w: {"accuracy": a} for w, a in zip(words, values(150))},
+                  "by_frequency": {b: {"accuracy": 0.5} for b in (">10k", ">5k", ">2k", ">1k", ">500", ">200", ">100",
+                                                                   ">50", ">20", "0-20")}}
+    assert_readable(contrastive_check.plot(result, f"translations of {CKPT}"), CKPT, suite)
+
+
+def test_bleu_by_length_plot():
+    from fairseq_fusion.analysis import evaluation
+
+    result = {"buckets": ["(0,15]", "(15,30]", "(30,45]", ">45"], "sentences": [1200, 1300, 400, 100],
+              "bleu": {"transformer": values(4, 20, 30), "lexical shortcuts": values(4, 20, 30)}}
+    assert_readable(evaluation.plot_bleu_by_length(result, "BLEU by source length against newstest2014.de"),
+                    "newstest2014.de")
+
+
+def test_training_curve_plot():
+    from fairseq_fusion.cli import training_curve
+
+    curves = {label: [{"num_updates": u, "bleu": b, "loss": 5.0, "nll_loss": 4.0, "ppl": 16.0}
+                      for u, b in zip(range(1000, 11000, 1000), values(10, 10, 30))] for label in ("hier", "vanilla")}
+    logs = "work/checkpoints/hier/train.log, work/checkpoints/vanilla/train.log"
+    assert_readable(training_curve.plot(curves, f"Validation (valid) of {logs}"), logs)
+
+
+def test_compare_plot():
+    from fairseq_fusion import compare
+
+    rows = [{"system": name, "subsets": {s: {"sacrebleu_mean_sd": [30.0, 0.5], "sacrebleu": values(2, 29, 31)}
+                                         for s in ("test", "test1")}}
+            for name in ("transformer", "fusion_transformer", "transformer_lexical_shortcuts_ff",
+                         "transformer_hierarchical_aggregation", "shortcuts+simplified+surface")]
+    assert_readable(compare.results_figure(rows, ["test", "test1"], "multi30k: 400 updates, 2 seeds, size small, beam 5"),
+                    "multi30k")
+
+
+def test_embedding_expressivity_plot():
+    from fairseq_fusion.cli import embedding_expressivity
+
+    models = [{"path": p, "label": label, "curves": {"all": sorted(values(256, -6, 0), reverse=True),
+                                                   "random half": sorted(values(128, -6, 0), reverse=True)}}
+              for p, label in ((CKPT, "FGLA"), (CKPT2, "Vanilla"))]
+    assert_readable(embedding_expressivity.plot(models, "encoder"), CKPT, CKPT2)
+
+
+def test_embedding_similarity_bilingual_plot():
+    from fairseq_fusion.cli import embedding_similarity_bilingual
+
+    results = [{"path": p, "label": label, "all": 0.3, "non_shared": 0.2}
+               for p, label in ((CKPT, "SurfaceFusion"), (CKPT2, "Vanilla"))]
+    assert_readable(embedding_similarity_bilingual.plot(results), CKPT, CKPT2)
+
+
+def test_layer_attention_map_plot():
+    from fairseq_fusion.cli import layer_attention_map
+
+    matrix = torch.softmax(torch.randn(6, 7, generator=torch.Generator().manual_seed(1)), -1)
+    assert_readable(layer_attention_map.plot(matrix, CKPT), CKPT)
+
+
+def test_layer_masking_plot():
+    from fairseq_fusion.cli import layer_masking
+
+    results = [{"masked_layer": n, "score_change": s, "length_change": c}
+               for n, s, c in zip(range(7), values(7, -50, 5), values(7, -20, 20))]
+    assert_readable(layer_masking.plot(results, "bleu", f"Masking encoder layers of {CKPT} (test)"), CKPT)
+
+
+def test_saved_png_is_the_checked_figure(tmp_path):
+    """write_outputs saves the figure as built (constrained layout, title kept): the PNG is not blank or cut."""
+    from fairseq_fusion.analysis import common, lexical_similarity
+
+    result = {side: {ref: values(6) for ref in lexical_similarity.REFERENCES} for side in ("encoder", "decoder")}
+    common.write_outputs(str(tmp_path / "sim"), {"x": 1}, lexical_similarity.plot(result, f"of {CKPT}"))
+    import matplotlib.image
+
+    image = matplotlib.image.imread(os.path.join(tmp_path, "sim.png"))
+    assert image.shape[0] > 300 and image.shape[1] > 500 and image[..., :3].std() > 0.05
