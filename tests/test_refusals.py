@@ -1,0 +1,163 @@
+"""Bad input at fairseq's entry points ends in one line, ``fairseq-fusion: error: ...``, naming the flag or
+file and what was expected, with a non-zero exit and no traceback (errors.py, entry_checks.py)."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import BIN, REPO, run_cli, train_args
+from fairseq_fusion import errors
+from fairseq_fusion.errors import PREFIX, FusionError
+
+TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+        "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+        "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
+USER_DIR = os.path.join(REPO, "fairseq_fusion")
+
+
+def tiny_train(data, save_dir, arch, *extra, max_update=2):
+    args = train_args(data, save_dir, arch=arch, max_update=max_update, extra=list(extra))
+    return args[:4] + ["--arch", arch] + TINY + args[args.index("--share-all-embeddings"):]
+
+
+def one_line_refusal(proc, *expected):
+    """Exit status 1, no traceback, and the last stderr line is the plugin's refusal naming ``expected``."""
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(PREFIX), proc.stderr[-3000:]
+    for word in expected:
+        assert word in last, last
+    return last
+
+
+@pytest.fixture(scope="module")
+def checkpoint(multi30k_slice, tmp_path_factory):
+    save = str(tmp_path_factory.mktemp("refusals_ckpt"))
+    run_cli(tiny_train(multi30k_slice, save, "transformer_surface_fusion"))
+    return os.path.join(save, "checkpoint_last.pt")
+
+
+@pytest.mark.parametrize("case, expected", [
+    (["transformer_surface_fusion", "--surface-fusion-lambda", "1.5"], ["--surface-fusion-lambda", "[0, 1]", "1.5"]),
+    (["transformer_multilayer_attention", "--lexical-shortcuts"], ["--multilayer-attention", "--lexical-shortcuts"]),
+    (["fusion_transformer", "--lexical-shortcuts-sides", "encoder"], ["--lexical-shortcuts-sides", "--lexical-shortcuts"]),
+])
+def test_fairseq_train_refuses_bad_flags_in_one_line(multi30k_slice, tmp_path, case, expected):
+    proc = run_cli(tiny_train(multi30k_slice, str(tmp_path), *case), check=False)
+    one_line_refusal(proc, *expected)
+    assert not os.listdir(tmp_path), "a refused run must not write a checkpoint"
+
+
+def test_fairseq_train_names_a_missing_data_folder(tmp_path):
+    missing = str(tmp_path / "data-bin")
+    proc = run_cli(tiny_train(missing, str(tmp_path / "ck"), "fusion_transformer"), check=False)
+    one_line_refusal(proc, f"data folder {missing}", "no such directory", "dict.SRC.txt")
+
+
+def generate(data, path, *extra):
+    return run_cli(["fairseq-generate", data, "--user-dir", USER_DIR, "--path", path, "--cpu", "--beam", "1",
+                    "--max-len-b", "5", "--max-sentences", "16", "--quiet", *extra], check=False)
+
+
+def test_fairseq_generate_names_a_bad_checkpoint_file(multi30k_slice, checkpoint, tmp_path):
+    truncated, empty = str(tmp_path / "truncated.pt"), str(tmp_path / "empty.pt")
+    with open(checkpoint, "rb") as f, open(truncated, "wb") as out:
+        out.write(f.read()[:4000])
+    open(empty, "wb").close()
+    one_line_refusal(generate(multi30k_slice, truncated), f"checkpoint {truncated}", "4000 bytes", "truncated")
+    one_line_refusal(generate(multi30k_slice, empty), f"checkpoint {empty}", "empty (0 bytes)")
+    missing = str(tmp_path / "missing.pt")
+    one_line_refusal(generate(multi30k_slice, missing), f"checkpoint {missing}", "no such file")
+
+
+def test_fairseq_generate_refuses_a_misspelt_model_override(multi30k_slice, checkpoint):
+    proc = generate(multi30k_slice, checkpoint, "--model-overrides", "{'surface_fusion_lamda': 0.5}")
+    last = one_line_refusal(proc, "'surface_fusion_lamda'", "surface_fusion_lambda")
+    assert last.index("did you mean surface_fusion_lambda") > 0
+
+
+def test_fairseq_generate_names_the_dictionary_of_another_vocabulary(multi30k_slice, checkpoint, tmp_path):
+    other = tmp_path / "other-bin"
+    shutil.copytree(multi30k_slice, other)
+    for lang in ("en", "de"):
+        with open(other / f"dict.{lang}.txt", "a") as f:
+            f.write("zzextra 1\n")
+    with open(other / "dict.en.txt") as f:
+        n_other = sum(1 for _ in f) + 4  # + the special symbols fairseq adds
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    n_trained = state["model"]["encoder.embed_tokens.weight"].shape[0]
+    last = one_line_refusal(generate(str(other), checkpoint), f"{other}/dict.en.txt", f"gives {n_other}",
+                            f"{n_trained} entries")
+    assert n_other == n_trained + 1, last
+
+
+def test_traceback_on_request(multi30k_slice, tmp_path):
+    proc = run_cli(tiny_train(multi30k_slice, str(tmp_path), "transformer_surface_fusion", "--surface-fusion-lambda", "2"),
+                   check=False, env={errors.TRACEBACK_ENV: "1"})
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "FusionError" in proc.stderr
+
+
+def test_hub_raises_the_same_message(tmp_path):
+    from fairseq_fusion.models import FusionTransformerModel
+
+    missing = str(tmp_path / "no-such-folder")
+    with pytest.raises(FusionError) as e:
+        FusionTransformerModel.from_pretrained(missing, checkpoint_file="checkpoint_best.pt", data_name_or_path="data-bin")
+    assert str(e.value) == f"{PREFIX}from_pretrained: {missing}: no such folder; expected the folder that holds checkpoint_best.pt"
+    (tmp_path / "run").mkdir()
+    with pytest.raises(FusionError, match=r"checkpoint .*run/checkpoint_best\.pt: no such file"):
+        FusionTransformerModel.from_pretrained(str(tmp_path / "run"), checkpoint_file="checkpoint_best.pt")
+
+
+def test_hydra_train_refuses_in_one_line(multi30k_slice, tmp_path):
+    """fairseq-hydra-train reports a FusionError through hydra's compact error path: the message, no traceback."""
+    proc = subprocess.run(
+        [os.path.join(BIN, "fairseq-hydra-train"), "--config-dir", os.path.join(REPO, "recipes", "hydra"),
+         "--config-name", "transformer_surface_fusion", f"task.data={multi30k_slice}", "task.source_lang=en", "task.target_lang=de",
+         f"common.user_dir={USER_DIR}",
+         "model.surface_fusion_lambda=1.5", "common.cpu=true", "distributed_training.distributed_world_size=1",
+         f"checkpoint.save_dir={tmp_path}/ck", f"hydra.run.dir={tmp_path}/run"],
+        capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith(PREFIX)]
+    assert lines and "--surface-fusion-lambda" in lines[0] and "1.5" in lines[0], proc.stderr[-3000:]
+
+
+def test_ctrl_c_during_training_names_the_checkpoint_to_resume_from(multi30k_slice, tmp_path):
+    save = tmp_path / "ck"
+    cmd = tiny_train(multi30k_slice, str(save), "fusion_transformer", "--save-interval-updates", "2",
+                     "--no-epoch-checkpoints", max_update=100000)
+    proc = subprocess.Popen([os.path.join(BIN, cmd[0])] + cmd[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    try:
+        deadline = time.time() + 120
+        while not (save / "checkpoint_last.pt").exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        time.sleep(1.0)  # past the save: the hook has recorded it
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    updates = state["optimizer_history"][-1]["num_updates"]
+    assert last == (f"fairseq-fusion: interrupted; the same command resumes from {save}/checkpoint_last.pt "
+                    f"(update {updates})"), stderr[-2000:]
+
+
+def test_ctrl_c_before_the_first_checkpoint(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["fairseq-train", "data-bin", "--save-dir", str(tmp_path / "ck")])
+    monkeypatch.setattr(errors, "LAST_SAVED", {})
+    assert errors.interrupted_message() == (
+        f"fairseq-fusion: interrupted before the first checkpoint ({tmp_path}/ck/checkpoint_last.pt does not exist): "
+        "the same command starts from scratch")
