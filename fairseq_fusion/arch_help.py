@@ -1,0 +1,87 @@
+"""``fairseq-train --arch ARCH --help`` lists the arch's model flags, the technique flags under their titles.
+
+fairseq's ``parse_args_and_arch`` parses twice: first to learn ``--arch``, ``--task``, ..., then,
+after adding their flags, for real. ``--help`` in the first parse prints the help and exits before
+any model flag exists, so fairseq's help never shows them. With a registered ``--arch`` on the
+command line, the first parse here leaves ``--help`` out, so the second one prints it, model flags
+included. ``fusion_transformer``'s technique flags are argument groups inside fairseq's
+"Model-specific configuration" group, which argparse's help skips (it only lists a parser's own
+groups); the help shows them as groups of their own. Without ``--arch`` fairseq cannot know the
+model: fairseq-train's help ends with a line saying how to see them.
+"""
+import argparse
+import functools
+import sys
+
+HELP = ("-h", "--help")
+NO_ARCH_HINT = (
+    "fairseq-fusion: add --arch ARCH to see the model's flags, among them fusion_transformer's technique flags "
+    "under their titles; fusion-archs lists the archs, fusion-archs ARCH the flags of one."
+)
+
+
+def _arch(argv):
+    probe = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    probe.add_argument("--arch", "-a")
+    return probe.parse_known_args(argv)[0].arch
+
+
+def _chooses_the_model(parser):
+    """--arch is an option without a default (fairseq-train's; fairseq-generate's defaults to another model)."""
+    return "--arch" in parser._option_string_actions and parser.get_default("arch") is None
+
+
+def _first_parse_without_help(parser, argv):
+    """The next ``parser.parse_known_args`` (fairseq's first parse) sees the arguments without --help."""
+    first = parser.parse_known_args
+
+    def without_help(args=None, namespace=None):
+        del parser.parse_known_args  # later parses are argparse's own again
+        return first([a for a in (argv if args is None else args) if a not in HELP], namespace)
+
+    parser.parse_known_args = without_help
+
+
+def _nested_groups_shown(parser):
+    """``format_help`` lists the argument groups made inside other groups after their container."""
+    format_help = parser.format_help
+
+    def flattened(groups):
+        for group in groups:
+            yield group
+            yield from flattened(getattr(group, "_action_groups", []))
+
+    def format_with_nested_groups():
+        own = parser._action_groups
+        parser._action_groups = list(flattened(own))
+        try:
+            return format_help()
+        finally:
+            parser._action_groups = own
+
+    parser.format_help = format_with_nested_groups
+
+
+def _with_arch_help(parse_args_and_arch):
+    @functools.wraps(parse_args_and_arch)
+    def wrapper(parser, input_args=None, *args, **kwargs):
+        argv = sys.argv[1:] if input_args is None else list(input_args)
+        if any(a in HELP for a in argv) and "format_help" not in vars(parser):  # once (it recurses)
+            from fairseq.models import ARCH_MODEL_REGISTRY
+
+            if _arch(argv) in ARCH_MODEL_REGISTRY:
+                _first_parse_without_help(parser, argv)
+            elif _chooses_the_model(parser) and not parser.epilog:
+                parser.epilog = NO_ARCH_HINT
+            _nested_groups_shown(parser)
+        return parse_args_and_arch(parser, input_args, *args, **kwargs)
+
+    wrapper.with_arch_help = True
+    return wrapper
+
+
+def install():
+    from fairseq import options
+
+    if not getattr(options.parse_args_and_arch, "with_arch_help", False):
+        options.parse_args_and_arch = _with_arch_help(options.parse_args_and_arch)

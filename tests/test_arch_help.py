@@ -1,0 +1,55 @@
+"""fairseq-train --arch ARCH --help lists the technique flags under their technique titles (fairseq's own help
+shows no model flag at all); without --arch it says how to see them. In-process, through fairseq's parser."""
+import contextlib
+import io
+import re
+
+import pytest
+from fairseq import options
+
+from fairseq_fusion import arch_help, fusion_options
+
+
+def training_help(argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as e:
+        options.parse_args_and_arch(options.get_training_parser(), argv)
+    assert e.value.code == 0
+    return out.getvalue()
+
+
+def sections(text):
+    """{section title: options listed in it} of an argparse help text."""
+    found, title = {}, None
+    for line in text.splitlines():
+        if re.match(r"^\S.*:$", line):
+            title = line[:-1]
+            found[title] = []
+        elif title is not None:
+            found[title] += re.findall(r"^\s{2}(--[-\w]+)", line)
+    return found
+
+
+def test_help_with_a_fusion_arch_lists_the_technique_flags_under_their_titles():
+    listed = sections(training_help(["--arch", "transformer_surface_fusion", "--help"]))
+    for group in fusion_options.GROUPS:
+        assert group.title in listed, f"no section {group.title!r} in --help"
+        assert listed[group.title] == [fusion_options.option_name(f.name) for f in group.flags], group.title
+    assert "--encoder-embed-dim" in listed["Model-specific configuration"]  # fairseq's transformer flags
+    assert "--max-tokens" in listed["dataset_data_loading"]  # the rest of fairseq's help is still there
+
+
+def test_help_without_an_arch_says_how_to_see_them():
+    text = training_help(["--help"])
+    assert "--surface-fusion" not in text
+    assert arch_help.NO_ARCH_HINT in " ".join(text.split())
+
+
+def test_parsing_without_help_is_unchanged(tmp_path):
+    from conftest import write_dicts
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [write_dicts(tmp_path, 10), "--arch", "transformer_surface_fusion",
+                                                "--surface-fusion-lambda", "0.8"])
+    assert (args.surface_fusion, args.surface_fusion_lambda) == ("hard", 0.8)
+    assert "parse_known_args" not in vars(parser) and "format_help" not in vars(parser)
