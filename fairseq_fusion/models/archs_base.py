@@ -6,14 +6,25 @@ from fairseq.models.transformer.transformer_legacy import (
 )
 
 from .. import fusion_options
+from .catalog import describe
 
 
+@describe(
+    paper="Vaswani et al. 2017 (fairseq `transformer`, base)",
+    equations="-",
+    key_flags="every technique flag off: identical to `transformer` (names, count, outputs)",
+)
 @register_model_architecture("fusion_transformer", "fusion_transformer")
 def fusion_base_architecture(args):
     base_architecture(args)
     fusion_options.set_defaults(args)
 
 
+@describe(
+    paper="Vaswani et al. 2017 (`transformer_vaswani_wmt_en_de_big`)",
+    equations="-",
+    key_flags="as above, big",
+)
 @register_model_architecture("fusion_transformer", "fusion_transformer_big")
 def fusion_big_architecture(args):
     transformer_vaswani_wmt_en_de_big(args)

@@ -10,12 +10,18 @@ from fairseq.models import register_model_architecture
 
 from ..modules import decoder_sublayers  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
+from .catalog import describe
 
 
 def _shared_embeddings(args):
     args.share_all_embeddings = getattr(args, "share_all_embeddings", True)
 
 
+@describe(
+    paper="Yang et al. 2020",
+    equations="§2.1 eqs. for C, D; §3.3 / Fig. 9b (IFM = one Add&Norm), Table 3–4",
+    key_flags="`--simplified-decoder --share-all-embeddings` (footnote 6)",
+)
 @register_model_architecture("fusion_transformer", "transformer_simplified_decoder")
 def transformer_simplified_decoder(args):
     args.simplified_decoder = getattr(args, "simplified_decoder", True)
@@ -23,6 +29,11 @@ def transformer_simplified_decoder(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Yang et al. 2020",
+    equations="same, Transformer big (A.2, Table 6)",
+    key_flags="`--simplified-decoder --share-all-embeddings`",
+)
 @register_model_architecture("fusion_transformer", "transformer_simplified_decoder_big")
 def transformer_simplified_decoder_big(args):
     args.simplified_decoder = getattr(args, "simplified_decoder", True)
@@ -30,6 +41,11 @@ def transformer_simplified_decoder_big(args):
     fusion_big_architecture(args)
 
 
+@describe(
+    paper="Yang et al. 2020",
+    equations="Table 1, SEM ⇒ TEM ⇒ IFM",
+    key_flags="`--decoder-sublayer-order sem-tem-ifm --share-all-embeddings`",
+)
 @register_model_architecture("fusion_transformer", "transformer_sem_tem_ifm")
 def transformer_sem_tem_ifm(args):
     args.decoder_sublayer_order = getattr(args, "decoder_sublayer_order", "sem-tem-ifm")
@@ -37,6 +53,11 @@ def transformer_sem_tem_ifm(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Yang et al. 2020",
+    equations="Table 1, SEM ⇒ IFM (no TEM)",
+    key_flags="`--decoder-sublayer-order sem-ifm --share-all-embeddings`",
+)
 @register_model_architecture("fusion_transformer", "transformer_sem_ifm")
 def transformer_sem_ifm(args):
     args.decoder_sublayer_order = getattr(args, "decoder_sublayer_order", "sem-ifm")

@@ -8,6 +8,7 @@ from fairseq.models import register_model_architecture
 from ..modules import layer_aggregation, multilayer_attention, vanilla_init  # noqa: F401  (registers the flags)
 from .. import fusion_options
 from .archs_base import fusion_base_architecture, fusion_big_architecture
+from .catalog import describe
 
 DIVERSITY_CRITERION = "label_smoothed_cross_entropy_with_diversity"
 
@@ -17,6 +18,12 @@ def _aggregation(args, kind):
     args.layer_aggregation_in = getattr(args, "layer_aggregation_in", "both")
 
 
+@describe(
+    paper="Dou et al. 2018, Table 1 row 2",
+    equations="Eq. 4",
+    key_flags="`--layer-aggregation dense` (sum of the layers' own outputs; `--dense-sum recursive` for the other "
+              "reading)",
+)
 @register_model_architecture("fusion_transformer", "transformer_dense")
 def transformer_dense(args):
     """Table 1 row 2: dense connection (Eq. 4), +0.0M; the sum adds the lower layers' own outputs."""
@@ -24,6 +31,12 @@ def transformer_dense(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Dou et al. 2018, Table 1 row 3",
+    equations="Eq. 5",
+    key_flags="`--layer-aggregation linear` (at every layer's input and the output: Table 1's +14.7M; "
+              "`--linear-combination-at output`)",
+)
 @register_model_architecture("fusion_transformer", "transformer_linear_combination")
 def transformer_linear_combination(args):
     """Table 1 row 3: linear combination (Eq. 5) at every layer's input and the output, +14.7M."""
@@ -31,6 +44,11 @@ def transformer_linear_combination(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Dou et al. 2018, Table 1 row 4",
+    equations="Eq. 6-7",
+    key_flags="`--layer-aggregation iterative`",
+)
 @register_model_architecture("fusion_transformer", "transformer_iterative_aggregation")
 def transformer_iterative_aggregation(args):
     """Table 1 row 4: iterative aggregation (Eq. 6-7), +31.5M."""
@@ -38,6 +56,11 @@ def transformer_iterative_aggregation(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Dou et al. 2018, Table 1 row 5",
+    equations="§3.1.1, Fig. 2, Eq. 7",
+    key_flags="`--layer-aggregation hierarchical`",
+)
 @register_model_architecture("fusion_transformer", "transformer_hierarchical_aggregation")
 def transformer_hierarchical_aggregation(args):
     """Table 1 row 5: hierarchical aggregation (§3.1.1, Fig. 2), +23.1M."""
@@ -45,6 +68,11 @@ def transformer_hierarchical_aggregation(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Dou et al. 2018, Table 1 row 6 (k=2)",
+    equations="Eq. 8",
+    key_flags="`--multilayer-attention 2` (a full attention per attended layer, layers above k: Table 1's +33.6M)",
+)
 @register_model_architecture("fusion_transformer", "transformer_multilayer_attention")
 def transformer_multilayer_attention(args):
     """Table 1 row 6: multi-layer attention with k = 2 (Eq. 8), the paper's default k, +33.6M."""
@@ -52,6 +80,11 @@ def transformer_multilayer_attention(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Dou et al. 2018, Table 1 row 7 (k=3)",
+    equations="Eq. 8",
+    key_flags="`--multilayer-attention 3` (+37.8M)",
+)
 @register_model_architecture("fusion_transformer", "transformer_multilayer_attention_k3")
 def transformer_multilayer_attention_k3(args):
     """Table 1 row 7: multi-layer attention with k = 3, +37.8M."""
@@ -59,6 +92,11 @@ def transformer_multilayer_attention_k3(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper='Dou et al. 2018, Table 2 "+ Deep Representations" (big)',
+    equations="Fig. 2 + Eq. 9-10",
+    key_flags="`--layer-aggregation hierarchical`, default criterion `label_smoothed_cross_entropy_with_diversity`",
+)
 @register_model_architecture("fusion_transformer", "transformer_hierarchical_aggregation_big")
 def transformer_hierarchical_aggregation_big(args):
     """Table 2 "+ Deep Representations": big model, hierarchical aggregation, trained with L_diversity."""

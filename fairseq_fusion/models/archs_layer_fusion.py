@@ -5,6 +5,7 @@ from fairseq.models import register_model_architecture
 from .. import fusion_options
 from ..modules import layer_attention, surface_fusion  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
+from .catalog import describe
 
 
 # the authors'-code defaults below exist since fairseq-fusion options version 2; the arguments of
@@ -26,12 +27,23 @@ def _layer_attention(args, granularity):
     _authors_default(args, "layer_attention_dropout", 0.1)
 
 
+@describe(
+    paper="Liu et al. 2021 §3.2",
+    equations="S^m = Σ_n softmax_n(w^{m,n,d}) ⊙ X^n, W ∈ R^{M×(N+1)×D}, DropConnect p=0.3",
+    key_flags="`--layer-attention fine --layer-attention-dropconnect 0.3`; as the authors' code: "
+              "`--layer-attention-embed-dropout --layer-attention-layernorm --layer-attention-dropout 0.1`",
+)
 @register_model_architecture("fusion_transformer", "transformer_fine_grained_layer_attention")
 def transformer_fine_grained_layer_attention(args):
     _layer_attention(args, "fine")
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Liu et al. 2021 Table 2/4 (En-De, En-Fr big)",
+    equations="as above",
+    key_flags="as above, Transformer-Big",
+)
 @register_model_architecture("fusion_transformer", "transformer_fine_grained_layer_attention_big")
 def transformer_fine_grained_layer_attention_big(args):
     """Transformer-Big with FGLA: Table 2's En-De and En-Fr rows (Table 4: Big)."""
@@ -39,6 +51,11 @@ def transformer_fine_grained_layer_attention_big(args):
     fusion_big_architecture(args)
 
 
+@describe(
+    paper="Bapna et al. 2018 (Liu et al. Table 1 baseline)",
+    equations="S^m = Σ_n softmax_n(w^{m,n}) X^n, W ∈ R^{M×(N+1)}",
+    key_flags="`--layer-attention coarse`",
+)
 @register_model_architecture("fusion_transformer", "transformer_coarse_layer_attention")
 def transformer_coarse_layer_attention(args):
     _layer_attention(args, "coarse")
@@ -55,6 +72,12 @@ def _surface_fusion(args, mode, lam, tau):
     _authors_default(args, "surface_fusion_embed_dropout", True)
 
 
+@describe(
+    paper="Liu et al. 2021 §4.1",
+    equations="Eq. 5, Eq. 6 (hard), λ=0.9, τ=1",
+    key_flags="`--surface-fusion hard --surface-fusion-lambda 0.9 --surface-fusion-tau 1`; as the authors' code: "
+              "`--surface-fusion-detach --surface-fusion-embed-dropout`",
+)
 @register_model_architecture("fusion_transformer", "transformer_surface_fusion")
 def transformer_surface_fusion(args):
     """Hard fusion (Eq. 6), lambda = 0.9, tau = 1 (§4.1; use --surface-fusion-lambda 0.8 on small data)."""
@@ -62,6 +85,11 @@ def transformer_surface_fusion(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Liu et al. 2021 §4.1",
+    equations="Eq. 5, Eq. 7 (soft), τ=5",
+    key_flags="`--surface-fusion soft --surface-fusion-tau 5`",
+)
 @register_model_architecture("fusion_transformer", "transformer_surface_fusion_soft")
 def transformer_surface_fusion_soft(args):
     """Soft fusion (Eq. 7), tau = 5 (§4.1)."""
@@ -69,6 +97,11 @@ def transformer_surface_fusion_soft(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Liu et al. 2021 Table 2/4 (En-De, En-Fr big)",
+    equations="Eq. 5, Eq. 6, λ=0.9, τ=1",
+    key_flags="as `transformer_surface_fusion`, Transformer-Big",
+)
 @register_model_architecture("fusion_transformer", "transformer_surface_fusion_big")
 def transformer_surface_fusion_big(args):
     """Transformer-Big with hard fusion, lambda = 0.9, tau = 1 (WMT14 En-De / En-Fr, Table 2, 4)."""
@@ -76,6 +109,11 @@ def transformer_surface_fusion_big(args):
     fusion_big_architecture(args)
 
 
+@describe(
+    paper="Liu et al. 2021 Table 2/4 (En-De, En-Fr big)",
+    equations="Eq. 5, Eq. 7, τ=5",
+    key_flags="as `transformer_surface_fusion_soft`, Transformer-Big",
+)
 @register_model_architecture("fusion_transformer", "transformer_surface_fusion_soft_big")
 def transformer_surface_fusion_soft_big(args):
     """Transformer-Big with soft fusion (Eq. 7), tau = 5: Table 2's En-De and En-Fr rows."""

@@ -12,6 +12,7 @@ from fairseq.models import register_model_architecture
 
 from ..modules import lexical_shortcuts  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
+from .catalog import describe
 
 
 def _shortcuts(args, feature_fusion):
@@ -28,18 +29,33 @@ def _small(args):
     args.decoder_ffn_embed_dim = getattr(args, "decoder_ffn_embed_dim", 1024)
 
 
+@describe(
+    paper="Emelin et al. 2019, base (Table 1)",
+    equations="§2.2 Eq. 5-12",
+    key_flags="`--lexical-shortcuts`, `--share-all-embeddings`",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts")
 def transformer_lexical_shortcuts(args):
     _shortcuts(args, False)
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Emelin et al. 2019, base + feature-fusion (Table 1)",
+    equations="Eq. 5-12 with Eq. 13-14",
+    key_flags="`--lexical-shortcuts --lexical-shortcuts-feature-fusion`",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff")
 def transformer_lexical_shortcuts_ff(args):
     _shortcuts(args, True)
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Emelin et al. 2019, small (Table 3: d 256, FFN 1024)",
+    equations="Eq. 5-12",
+    key_flags="as base, halved sizes",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_small")
 def transformer_lexical_shortcuts_small(args):
     _small(args)
@@ -47,6 +63,11 @@ def transformer_lexical_shortcuts_small(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Emelin et al. 2019, small + feature-fusion (Table 3)",
+    equations="Eq. 5-14",
+    key_flags="as `_ff`, halved sizes",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_small")
 def transformer_lexical_shortcuts_ff_small(args):
     _small(args)
@@ -54,6 +75,11 @@ def transformer_lexical_shortcuts_ff_small(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Emelin et al. 2019, big + shortcuts + feature-fusion (Table 1)",
+    equations="Eq. 5-14",
+    key_flags="`_ff` on `fusion_transformer_big`",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_big")
 def transformer_lexical_shortcuts_ff_big(args):
     _shortcuts(args, True)
@@ -75,30 +101,55 @@ def _variant(args, self_attention=True, enc_dec=False, sides="both", nonlexical=
     fusion_base_architecture(args)
 
 
+@describe(
+    paper='Emelin et al. 2019, Table 4 "dec-to-enc shortcuts" (on the feature-fusion model, as trained)',
+    equations="§4.2, Eq. 5-14 with E = E^enc",
+    key_flags="`--lexical-shortcuts-enc-dec --lexical-shortcuts-feature-fusion`",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_enc_dec")
 def transformer_lexical_shortcuts_ff_enc_dec(args):
     """Table 4 "dec-to-enc shortcuts": E = E^enc in decoder-to-encoder attention only."""
     _variant(args, self_attention=False, enc_dec=True)
 
 
+@describe(
+    paper='Emelin et al. 2019, Table 4 "dec-to-enc + self-attn. shortcuts"',
+    equations="§4.2",
+    key_flags="`_ff` + `--lexical-shortcuts-enc-dec`",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_enc_dec_self")
 def transformer_lexical_shortcuts_ff_enc_dec_self(args):
     """Table 4 "dec-to-enc shortcuts + self-attn. shortcuts"."""
     _variant(args, self_attention=True, enc_dec=True)
 
 
+@describe(
+    paper='Emelin et al. 2019, Table 4 "non-lexical shortcuts"',
+    equations="§4.2, footnote 5",
+    key_flags="`_ff` + `--lexical-shortcuts-nonlexical`",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_nonlexical")
 def transformer_lexical_shortcuts_ff_nonlexical(args):
     """Table 4 "non-lexical shortcuts": layer n reads layer n-2 (footnote 5)."""
     _variant(args, nonlexical=True)
 
 
+@describe(
+    paper="Emelin et al. 2019, Fig. 5 (decoder shortcuts disabled)",
+    equations="§4.2",
+    key_flags="`_ff` + `--lexical-shortcuts-sides encoder`",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_encoder_only")
 def transformer_lexical_shortcuts_ff_encoder_only(args):
     """Fig. 5: shortcuts disabled in the decoder."""
     _variant(args, sides="encoder")
 
 
+@describe(
+    paper="Emelin et al. 2019, Fig. 5 (encoder shortcuts disabled)",
+    equations="§4.2",
+    key_flags="`_ff` + `--lexical-shortcuts-sides decoder`",
+)
 @register_model_architecture("fusion_transformer", "transformer_lexical_shortcuts_ff_decoder_only")
 def transformer_lexical_shortcuts_ff_decoder_only(args):
     """Fig. 5: shortcuts disabled in the encoder."""

@@ -17,6 +17,7 @@ from fairseq.models.transformer.transformer_legacy import base_architecture, tra
 from .. import fusion_options
 from ..modules import layer_attention, phrase_representations  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
+from .catalog import describe
 
 # options version in which the presets' Eq. 6 DropConnect (a new flag) became the authors' code
 TRANSPARENT_DROPCONNECT_SINCE = 3
@@ -44,6 +45,13 @@ def _transparent_attention(args, size_defaults):
                                       since=TRANSPARENT_DROPCONNECT_SINCE)
 
 
+@describe(
+    paper="Xu et al. 2020, Table 1 / Table 2 \"+Max+Attn+TA\" (Base); the open choices as the authors' code (Eq. 8 "
+          "of FFN width, token and phrase transparent attention, footnote 2 rounded up)",
+    equations="§3 footnote 2, Eq. 2-8",
+    key_flags="`--phrase-representations --phrase-glance max --phrase-attentive --phrase-transparent-attention "
+              "--layer-attention coarse`",
+)
 @register_model_architecture("fusion_transformer", "transformer_phrase")
 def transformer_phrase(args):
     _phrase_flags(args)
@@ -51,6 +59,11 @@ def transformer_phrase(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper="Xu et al. 2020, Table 1 (Big)",
+    equations="as above",
+    key_flags="as above, on `fusion_transformer_big`",
+)
 @register_model_architecture("fusion_transformer", "transformer_phrase_big")
 def transformer_phrase_big(args):
     _phrase_flags(args)
@@ -58,6 +71,11 @@ def transformer_phrase_big(args):
     fusion_big_architecture(args)
 
 
+@describe(
+    paper='Xu et al. 2020, Table 2 "+Mean"',
+    equations="Eq. 2 (mean), 7-8",
+    key_flags="`--phrase-representations --phrase-glance mean`",
+)
 @register_model_architecture("fusion_transformer", "transformer_phrase_mean")
 def transformer_phrase_mean(args):
     """Table 2 "+Mean": mean-pooled phrases, last encoder layer's phrases in the decoder."""
@@ -65,6 +83,11 @@ def transformer_phrase_mean(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper='Xu et al. 2020, Table 2 "+Max"',
+    equations="Eq. 2 (max), 7-8",
+    key_flags="`--phrase-representations --phrase-glance max`",
+)
 @register_model_architecture("fusion_transformer", "transformer_phrase_max")
 def transformer_phrase_max(args):
     """Table 2 "+Max": max-over-time phrases."""
@@ -72,6 +95,11 @@ def transformer_phrase_max(args):
     fusion_base_architecture(args)
 
 
+@describe(
+    paper='Xu et al. 2020, Table 2 "+Max+Attn"',
+    equations="Eq. 2-5, 7-8",
+    key_flags="`... --phrase-attentive`",
+)
 @register_model_architecture("fusion_transformer", "transformer_phrase_max_attn")
 def transformer_phrase_max_attn(args):
     """Table 2 "+Max+Attn": attentive phrases (Eq. 2-5), no transparent attention."""
