@@ -438,6 +438,7 @@ def main(args):
         else:
             prepare(staged)
         _name_the_destination(os.path.join(tmp, "preprocess.log"), tmp, os.path.realpath(args.destdir))
+    print(f"| prepared {args.destdir} (built as {os.path.basename(tmp)} beside it, then renamed)", flush=True)
 
 
 def prepare(args):
