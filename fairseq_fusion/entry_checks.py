@@ -3,13 +3,14 @@
 Each check raises ``FusionError`` (one line, ``errors.py``) naming the file or option and what was
 expected: a checkpoint that is missing, empty or truncated; a ``--model-overrides`` key that is no
 option (with the nearest names); a data folder that does not exist or lacks its dictionaries; a hub
-folder that does not exist. They wrap fairseq's own functions narrowly, as ``fairseq_fixes`` does,
+folder that does not exist; a sentence longer than the model's positions (how to skip it). They wrap fairseq's own functions narrowly, as ``fairseq_fixes`` does,
 and leave every other exception (a real bug) with its traceback.
 """
 import difflib
 import functools
 import os
 import pickle
+import re
 import zipfile
 
 from .errors import LAST_SAVED, FusionError
@@ -173,6 +174,26 @@ def _checked_setup_task(setup_task):
     return classmethod(wrapper)
 
 
+def _named_oversize(filter_indices_by_size):
+    @functools.wraps(filter_indices_by_size)
+    def wrapper(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        try:
+            return filter_indices_by_size(self, indices, dataset, max_positions, ignore_invalid_inputs)
+        except Exception as e:  # fairseq raises a bare Exception for a sentence over max_positions
+            if not str(e).startswith("Size of sample #"):
+                raise
+            plain = re.sub(r"np\.\w+\(([^)]*)\)", r"\1", str(e))
+            found = re.match(r"Size of sample #(\d+) is invalid \(=(.*)\) since max_positions=(.*?), skip", plain)
+            what = (f"sentence #{found.group(1)} has {found.group(2)} tokens, over max_positions={found.group(3)}"
+                    if found else plain.split(", skip this")[0])
+            raise FusionError(
+                f"{what}: add --skip-invalid-size-inputs-valid-test to skip such sentences (fairseq logs how many) "
+                "and process the rest, or split the long line") from None
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper
+
+
 def check_hub_folder(model_name_or_path, checkpoint_file, hub_models):
     """``from_pretrained``'s folder and checkpoint file exist (names of fairseq's model archive aside)."""
     if not _is_local(model_name_or_path) or model_name_or_path in hub_models:
@@ -186,6 +207,7 @@ def check_hub_folder(model_name_or_path, checkpoint_file, hub_models):
 
 def patch_fairseq():
     from fairseq import checkpoint_utils
+    from fairseq.tasks import FairseqTask
     from fairseq.tasks.translation import TranslationTask
 
     if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "patched_by_fairseq_fusion", False):
@@ -196,3 +218,5 @@ def patch_fairseq():
         checkpoint_utils.save_checkpoint = _recorded_save(checkpoint_utils.save_checkpoint)
     if not getattr(TranslationTask.setup_task.__func__, "patched_by_fairseq_fusion", False):
         TranslationTask.setup_task = _checked_setup_task(TranslationTask.setup_task.__func__)
+    if not getattr(FairseqTask.filter_indices_by_size, "patched_by_fairseq_fusion", False):
+        FairseqTask.filter_indices_by_size = _named_oversize(FairseqTask.filter_indices_by_size)

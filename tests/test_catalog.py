@@ -193,3 +193,11 @@ def test_conflicts_find_a_refusal_and_the_readme_combination(data_dir):
             assert pairs[frozenset((a, b))]["combine"], (a, b)
     assert "--init-from-vanilla" in shown["not_tried"]
     assert len(shown["pairs"]) == len(pairs)  # each pair once
+
+
+def test_markdown_tables_keep_their_columns():
+    """A | inside a cell (--layer-aggregation iterative|hierarchical) is escaped, so every row has the header's cells."""
+    text = run(["transformer_dense", "--format", "markdown"])
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert any("iterative\\|hierarchical" in row for row in rows)
+    assert {len(re.split(r"(?<!\\)\|", row)) for row in rows} == {8}  # 6 cells between 7 bars

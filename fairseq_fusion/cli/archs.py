@@ -58,6 +58,11 @@ def fill(text, first="", rest="", width=110):
     return textwrap.fill(text, width=width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
 
 
+def cell(value):
+    """A markdown table cell: a | inside (e.g. --layer-aggregation iterative|hierarchical) escaped."""
+    return str(value).replace("|", "\\|")
+
+
 def wrapped(label, text):
     return fill(text, f"  {label:<11}", " " * 13)
 
@@ -128,7 +133,8 @@ def show_arch(arch, fmt):
             for f in g["flags"]:
                 needs = "switch" if f["switch"] else " or ".join(f"`{r}`" for r in f["requires"])
                 choices = ", ".join(map(str, f["choices"])) if f["choices"] else ""
-                lines.append(f"| `{f['flag']}` | {f['value']} | {f['default']} | {choices} | {needs} | {f['help']} |")
+                cells = [f"`{f['flag']}`", f["value"], f["default"], choices, needs, f["help"]]
+                lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
         return "\n".join(lines)
     lines = [f"{arch} ({record['file']})"] + arch_lines(record)[1:]
     if refers:
@@ -169,7 +175,7 @@ def show_conflicts(fmt):
     not_tried = f"Not tried (no preset turns it on): {', '.join(catalog.flag_text(n, True) for n in untried)}."
     if fmt == "markdown":
         lines = [head, "", "| refused | with | why |", "|---|---|---|"]
-        lines += [f"| `{p.a.text()}` | `{p.b.text()}` | {p.refusal} |" for p in refused]
+        lines += [f"| `{p.a.text()}` | `{p.b.text()}` | {cell(p.refusal)} |" for p in refused]
         lines += ["", "| setting | combines with the other settings |", "|---|---|"]
         lines += [f"| `{s.text()}` | {combines[s]} |" for s in tried]
         return "\n".join(lines + (["", not_tried] if untried else []))
