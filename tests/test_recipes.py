@@ -1,11 +1,15 @@
 """Recipes: the papers' settings per arch and task, --help of every script, multi30k_en_de end to end."""
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 from fairseq.models import ARCH_MODEL_REGISTRY
+
+from conftest import write_dicts
 
 from fairseq_fusion import data_paths
 from fairseq_fusion import fusion_options
@@ -41,6 +45,42 @@ def test_every_arch_trains_with_its_papers_settings(arch):
     assert parsed.criterion == ("label_smoothed_cross_entropy_with_diversity" if diversity else "label_smoothed_cross_entropy")
     assert parsed.label_smoothing == 0.1
     assert parsed.fp16 == (not (paper == "yang" and s["size"] == "base"))
+
+
+MULTI30K_SMALL = {"encoder_layers": 3, "decoder_layers": 3, "encoder_embed_dim": 128, "decoder_embed_dim": 128,
+                  "encoder_ffn_embed_dim": 512, "decoder_ffn_embed_dim": 512, "encoder_attention_heads": 4,
+                  "decoder_attention_heads": 4}
+
+
+@pytest.mark.parametrize("arch", FUSION_ARCHS)
+def test_every_arch_trains_on_multi30k_with_the_small_setting(arch, tmp_path):
+    """Multi30k takes every registered arch (no --paper): recipes/README.md's small setting replaces the paper's
+    size and training settings, the arch keeps its technique flags and its criterion; fairseq parses the command and
+    builds the model and the criterion from it."""
+    from fairseq import options, tasks
+
+    assert settings.paper_of(arch, "multi30k_en_de") == "multi30k"
+    s = settings.train_settings("multi30k_en_de", arch)
+    data = write_dicts(tmp_path, 40, ("en", "de"))
+    parsed = options.parse_args_and_arch(options.get_training_parser(), [
+        data, "--user-dir", os.path.join(REPO, "fairseq_fusion"), "-s", "en", "-t", "de", *settings.train_command_args(s)])
+    assert {k: getattr(parsed, k) for k in MULTI30K_SMALL} == MULTI30K_SMALL
+    assert (parsed.dropout, parsed.lr, parsed.warmup_updates, parsed.max_update, parsed.max_tokens, parsed.update_freq,
+            parsed.save_interval_updates, parsed.share_all_embeddings, parsed.fp16) == (0.3, [1e-3], 1000, 6000, 4096, [1], 500, True, False)
+    assert (s["size"], s["beam"], s["lenpen"], s["average"]) == ("base", 5, 1.0, 5)
+    diversity = arch == "transformer_hierarchical_aggregation_big"  # Dou et al. Table 2's "+ Ldiversity" model
+    assert parsed.criterion == ("label_smoothed_cross_entropy_with_diversity" if diversity else "label_smoothed_cross_entropy")
+    # the arch's own technique flags, as --arch gives them (those that follow --dropout, e.g. the layer-attention
+    # DropConnect, at the setting's dropout); none of a paper's per-task values (README: SurfaceFusion keeps 0.9)
+    preset = settings.model_args(arch, ["--dropout", "0.3"])
+    technique = [f.name for g in fusion_options.GROUPS for f in g.flags]
+    assert {f: getattr(parsed, f, None) for f in technique} == {f: getattr(preset, f, None) for f in technique}
+    if arch.startswith("transformer_surface_fusion"):
+        assert parsed.surface_fusion_lambda == 0.9
+    task = tasks.setup_task(parsed)
+    model = task.build_model(parsed)
+    task.build_criterion(parsed)
+    assert model.encoder.embed_tokens.embedding_dim == 128 and len(model.decoder.layers) == 3
 
 
 def test_emelin_warmup_lr_and_batch():
@@ -185,19 +225,36 @@ def test_wmt14_evaluate_scores_a_system_output(tmp_path):
 
 
 def test_multi30k_recipe_end_to_end(tmp_path):
-    """prepare (local copy) -> train (a few updates, tiny model) -> evaluate (generate + both BLEUs)."""
+    """recipes/README.md's Multi30k commands with a paper's arch (transformer_lexical_shortcuts_ff) at tiny size
+    through the documented environment overrides: prepare (local copy; again: nothing to do) -> train (the small
+    setting's 3+3 layers with the arch's shortcuts, MAX_TOKENS through --update-freq) -> evaluate (averaged
+    checkpoints, generate, both BLEUs: sacreBLEU's as sacreBLEU computes it)."""
     import sacrebleu
+    import torch
 
-    env = {"WORK": str(tmp_path), "BPE_MERGES": "300", "MAX_UPDATE": "2", "AVERAGE": "2", "GEN_ARGS": "--max-len-a 0 --max-len-b 8",
+    # EXTRA_ARGS come last: tiny dims, a checkpoint per update, and --update-freq 1 (the recipe's, from MAX_TOKENS, would
+    # make each update a whole epoch of these 200 pairs, which fairseq saves as checkpoint_last.pt only)
+    env = {"WORK": str(tmp_path), "BPE_MERGES": "300", "MAX_UPDATE": "2", "MAX_TOKENS": "1000", "N_GPUS": "0", "AVERAGE": "2",
+           "GEN_ARGS": "--max-len-a 0 --max-len-b 8",
            "EXTRA_ARGS": "--encoder-embed-dim 32 --decoder-embed-dim 32 --encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 "
-                         "--save-interval-updates 1 --num-workers 0"}
+                         "--save-interval-updates 1 --update-freq 1 --num-workers 0"}
     run_recipe("multi30k_en_de", "prepare", "--max-lines", "200", "--workers", "1", env=env)
     data = tmp_path / "data-multi30k.en-de"
     assert (data / "dict.en.txt").exists() and (data / "test2.en-de.de.bin").exists()
-    run_recipe("multi30k_en_de", "train", "fusion_transformer", env=env)
-    save = tmp_path / "checkpoints" / "fusion_transformer.multi30k.en-de"
-    assert (save / "checkpoint_1_2.pt").exists()
-    stdout = run_recipe("multi30k_en_de", "evaluate", "fusion_transformer", env=env).stdout
+    stamp = os.path.getmtime(data / "prepare.json")
+    assert "is prepared already: nothing to do" in run_recipe("multi30k_en_de", "prepare", env=env).stdout
+    assert os.path.getmtime(data / "prepare.json") == stamp
+    arch = "transformer_lexical_shortcuts_ff"
+    proc = run_recipe("multi30k_en_de", "train", arch, env=env)
+    save = tmp_path / "checkpoints" / f"{arch}.multi30k.en-de"
+    assert f"--max-tokens 1000 --update-freq {math.ceil(4096 / 1000)}" in (save / "command.txt").read_text()
+    ckpt = torch.load(save / "checkpoint_1_2.pt", map_location="cpu", weights_only=False)
+    model = ckpt["cfg"]["model"]
+    model = model if isinstance(model, dict) else vars(model)
+    assert (model["lexical_shortcuts"], model["lexical_shortcuts_feature_fusion"]) == (True, True)
+    assert (model["encoder_layers"], model["encoder_embed_dim"], model["dropout"]) == (3, 32, 0.3)
+    assert "with multi30k's settings" in proc.stdout
+    stdout = run_recipe("multi30k_en_de", "evaluate", arch, env=env).stdout
     result = json.loads((save / "eval" / "test.json").read_text())
     assert result["sentences"] == 200 and (save / "eval" / "average.last2.pt").exists()
     with open(save / "eval" / "test.detok", encoding="utf-8") as f:
@@ -205,7 +262,6 @@ def test_multi30k_recipe_end_to_end(tmp_path):
     refs = (data / "tok" / "test.raw.de").read_text(encoding="utf-8").splitlines()
     assert result["sacrebleu"]["score"] == pytest.approx(sacrebleu.corpus_bleu(detok, [refs]).score, abs=1e-9)
     assert "beam 5, length penalty 1.0" in stdout
-
 
 def test_prepare_joins_dev_parts_and_extra_corpora(tmp_path):
     """Liu's En-Fr dev set is newstest2012+2013 (A.1): --local parts are concatenated; --extra-train adds a corpus
@@ -311,3 +367,22 @@ def test_training_curve_reads_simple_and_json_logs(tmp_path):
     empty.write_text("2026-01-01 10:00:00 | INFO | fairseq_cli.train | no validation here\n")
     with pytest.raises(SystemExit, match="has no 'valid' validation lines"):
         training_curve.main(training_curve.get_parser().parse_args([str(empty), "--out", str(tmp_path / "o")]))
+
+
+def test_evaluate_without_checkpoints_to_average_names_the_alternatives(tmp_path):
+    """A run shorter than the save interval leaves checkpoint_last.pt/checkpoint_best.pt and no checkpoint_E_U.pt:
+    evaluate.sh says how many it found and how many the setting averages, and how to evaluate the best or last one;
+    with no checkpoint at all it says to train first. One line each."""
+    save = tmp_path / "checkpoints" / "fusion_transformer.multi30k.en-de"
+    save.mkdir(parents=True)
+    env = {"WORK": str(tmp_path), "N_GPUS": "0"}
+    proc = run_recipe("multi30k_en_de", "evaluate", "fusion_transformer", env=env, check=False)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"error: no checkpoint in {save}: train first " \
+                                                           "(recipes/multi30k_en_de/train.sh fusion_transformer)"
+    for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
+        (save / name).write_bytes(b"")
+    proc = run_recipe("multi30k_en_de", "evaluate", "fusion_transformer", env=env, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: found 0 checkpoint_E_U.pt in {save}, multi30k's setting averages the last 5 ")
+    assert "AVERAGE=0" in lines[0] and f"--checkpoint {save}/checkpoint_last.pt" in lines[0]

@@ -4,6 +4,13 @@
 # On CUDA, add --fp16. Prepares the data with the demo's settings when BIN is missing.
 # Peak train-step memory only (make bench-memory): ARCHS=all SIZE=base bash recipes/benchmark/run.sh --memory-only --max-tokens 4096
 set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  echo "recipes/benchmark/run.sh: fusion-benchmark of archs against fairseq's transformer on binarized Multi30k"
+  sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+  echo "DATA (default ../shared/data beside the repository) is where BIN is prepared from (DATA/multi30k)."
+  echo "Any further argument is a fusion-benchmark flag (fusion-benchmark --help)."
+  exit 0
+fi
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 DATA=${DATA:-$REPO/../shared/data}
 BIN=${BIN:-$REPO/demo_work/data-bin}

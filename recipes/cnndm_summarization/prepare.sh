@@ -41,6 +41,10 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 settings prepare --task "$TASK" --paper liu
+[[ -z "$PAPER_OPT" || "$PAPER_OPT" == liu ]] || die "--paper $PAPER_OPT: $TASK has liu's setting only"
+[[ "$REVERSE" == 0 ]] || die "--reverse: $TASK summarizes $SRC -> $TGT only"
+dest="$WORK/data-$PAPER.$SRC-$TGT"
+if prepared "$dest"; then exit 0; fi
 raw="$WORK/raw"
 if [[ -n "$local_dir" ]]; then
     [[ -d "$local_dir" ]] || die "--local $local_dir: no such folder"
@@ -74,7 +78,6 @@ if [[ -z "$gpt2_dir" ]]; then
             || die "download of fairseq's GPT-2 $f failed; pass --gpt2-dir DIR"
     done
 fi
-dest="$WORK/data-$PAPER.$SRC-$TGT"
 echo "| $TASK: articles truncated to $truncate words, GPT-2 BPE -> $dest"
 tool fusion-prepare-gpt2 -s "$SRC" -t "$TGT" --trainpref "$raw/train" --validpref "$raw/val" --testpref "$raw/test" \
     --gpt2-dir "$gpt2_dir" --truncate-source "$truncate" --destdir "$dest" --workers "$workers" ${max_lines:+--max-lines "$max_lines"}

@@ -46,32 +46,48 @@ direction() {  # swaps SRC/TGT with --reverse; sets PAIR
 
 # ------------------------------------------------------------------------------------------ prepare
 prepare_usage() {
-    cat <<EOF
-usage: recipes/$TASK/prepare.sh [--local DIR] [--extra-train PREFIX]... [--paper PAPER] [--reverse]
-                                 [--preprocessed DIR | --from-raw] [--bpe-tool subword-nmt|fastbpe]
-                                 [--work DIR] [--max-lines N] [--workers N]
-
-Prepares $TASK for training: gets the official data (downloads it, or reads --local DIR),
+    settings prepare --task "$TASK"
+    local release_syn="" source_text
+    [[ ${#RELEASE_PAPERS[@]} -gt 0 ]] && release_syn=" [--preprocessed DIR | --from-raw]"
+    if [[ -n "$LOCAL_DEFAULT" ]]; then
+        source_text="reads the local copy of the data (--local
+DIR), Moses-tokenizes it (sacremoses), cleans the training pairs, learns joint BPE with the merge
+count of the task's setting ($PAPER) and binarizes it with fairseq-preprocess --joined-dictionary
+(fusion-prepare-text does all of this)."
+    else
+        source_text="gets the official data (downloads it, or reads --local DIR),
 normalizes punctuation and Moses-tokenizes it (sacremoses; Chinese segmented with jieba), cleans
 the training pairs, learns joint BPE with the merge count, vocabulary threshold and truecasing of
 PAPER's setup, and binarizes it with fairseq-preprocess --joined-dictionary (fusion-prepare-text
-does all of this). Where PAPER trained on data its authors released already preprocessed (liu:
-wmt14_en_de, wmt16_ro_en), that release is downloaded (gdown) and only binarized.
+does all of this)."
+    fi
+    cat <<EOF
+usage: recipes/$TASK/prepare.sh [--local DIR] [--extra-train PREFIX]... [--paper PAPER] [--reverse]
+                                 [--bpe-tool subword-nmt|fastbpe] [--work DIR] [--max-lines N] [--workers N]$release_syn
 
-  --local DIR       read plain text (or .gz) from DIR instead of downloading:
+Prepares $TASK for training: $source_text
+A folder prepared already (it has prepare.json) is left as it is: remove it to prepare it again.
+
+  --local DIR       read plain text (or .gz) from DIR$([[ -z "$LOCAL_DEFAULT" ]] && echo " instead of downloading")$([[ -n "$LOCAL_DEFAULT" ]] && echo " (default: \$FUSION_DATA/$LOCAL_DEFAULT, FUSION_DATA" && echo "                    defaulting to ../shared/data beside the repository)"):
                     DIR/train.L, the dev set DIR/<name>.L and the test sets DIR/<name>.L (L = both languages;
-                    names: $(settings prepare --task "$TASK"; echo "${VALID_PARTS[*]} ${TESTS[*]}"); the test sets after the first are optional)
+                    names: ${VALID_PARTS[*]} ${TESTS[*]}; the test sets after the first are optional)
   --extra-train P   add P.SRC and P.TGT to the training data (corpora that need registration; repeatable)
-  --paper PAPER     whose preprocessing, dev/test sets and direction to use; default: the task's
-                    first paper ($(settings prepare --task "$TASK"; echo "$PAPER")); see recipes/README.md
+  --paper PAPER     whose preprocessing, dev/test sets and direction to use: ${PAPERS[*]} or vaswani;
+                    default: $PAPER; see recipes/README.md
   --reverse         the other translation direction than PAPER's
-  --preprocessed DIR  the extracted preprocessed release (instead of downloading it)
-  --from-raw        run the raw-text pipeline even where PAPER used a preprocessed release
-  --bpe-tool T      the tool that applies BPE: subword-nmt (default) or fastbpe
+  --bpe-tool T      the tool that applies BPE: subword-nmt (default) or fastbpe (pip install fastBPE)
   --work DIR        working folder (default: \$WORK or ./work/$TASK); data goes to DIR/data-PAPER.SRC-TGT
   --max-lines N     use only the first N lines of each file (quick tests)
-Environment: BPE_MERGES overrides the merge count; PYTHON picks the Python environment.
+  --workers N       parallel processes of tokenization, BPE and binarization (default: \$WORKERS or 2)
 EOF
+    if [[ ${#RELEASE_PAPERS[@]} -gt 0 ]]; then
+        cat <<EOF
+  --preprocessed DIR  the extracted preprocessed release ${RELEASE_PAPERS[*]} trained on (instead of downloading it
+                    with gdown: that release is only binarized)
+  --from-raw        run the raw-text pipeline even where PAPER (${RELEASE_PAPERS[*]}) used a preprocessed release
+EOF
+    fi
+    echo "Environment: BPE_MERGES overrides the merge count; PYTHON picks the Python environment."
 }
 
 recipe_prepare() {
@@ -95,6 +111,7 @@ recipe_prepare() {
     settings prepare --task "$TASK" ${PAPER_OPT:+--paper "$PAPER_OPT"}
     direction
     if [[ -n "$pre_dir" && -z "$PRE_URL" ]]; then die "--preprocessed: $PAPER trained $TASK on raw data, not on a preprocessed release"; fi
+    if prepared "$WORK/data-$PAPER.$PAIR"; then return; fi
     if [[ -n "$PRE_URL" && "$from_raw" == 0 ]]; then
         [[ -z "$local_dir" && ${#extra_train[@]} -eq 0 ]] || die "$PAPER trained $TASK on $PRE_NAME: --local/--extra-train need --from-raw"
         prepare_preprocessed "$pre_dir" "$workers"
@@ -154,6 +171,11 @@ recipe_prepare() {
         --testpref "$(IFS=,; echo "${tests[*]}")" --destdir "$dest" --bpe-merges "$BPE_MERGES" \
         --bpe-tool "$bpe_tool" --max-len "$MAX_LEN" --max-ratio "$MAX_RATIO" --workers "$workers" "${extra[@]+"${extra[@]}"}"
     echo "| prepared $dest (test sets: ${TESTS[*]} -> subsets test, test1, ...)"
+}
+
+prepared() {  # DEST: skip a folder fusion-prepare-text completed (its prepare.json is written last)
+    [[ -f "$1/prepare.json" ]] || return 1
+    echo "| $1 is prepared already: nothing to do (remove it, or give another --work, to prepare it again)"
 }
 
 cat_text() {  # PREFIX LANG: PREFIX.LANG or PREFIX.LANG.gz to stdout
@@ -237,28 +259,51 @@ download() {  # official training corpora (statmt.org, OPUS) and dev/test sets (
 
 # -------------------------------------------------------------------------------------------- train
 train_usage() {
-    cat <<EOF
-usage: recipes/$TASK/train.sh ARCH [--paper PAPER] [--reverse] [--work DIR] [--eval-bleu]
-                               [--two-stage | --one-stage] [-- FAIRSEQ_TRAIN_ARGS...]
-
-Trains ARCH (any fusion_transformer arch, e.g. fusion_transformer, transformer_lexical_shortcuts_ff,
-transformer_hierarchical_aggregation_big) on $TASK with the hyperparameters of the arch's paper
-(PAPER: read from the arch's name; baselines take the task's first paper, or --paper): base/big
+    settings prepare --task "$TASK"
+    local what stages syn="[--paper PAPER] [--reverse] " opts
+    opts="  --paper PAPER  train with PAPER's settings (${PAPERS[*]} or vaswani) on WORK/data-PAPER.SRC-TGT
+  --reverse      the other translation direction than PAPER's
+"
+    if [[ "$OWN_PREPARE" == 1 ]]; then syn=""; opts=""; fi
+    if [[ "$EVERY_ARCH" == 1 ]]; then
+        what="with
+the task's own small setting ($PAPER, no paper's; see recipes/README.md) whatever the arch: its
+model size, dropout, learning rate, warm-up, batch, update count and checkpoint interval; the
+arch's technique flags (as its preset sets them) and its criterion
+(fusion_options.default_criterion, e.g. the diversity criterion) stay."
+        stages="Every arch trains in one stage here unless --two-stage."
+    else
+        local which="read from the arch's name; baselines take the task's first paper, or --paper"
+        [[ "$OWN_PREPARE" == 1 ]] && which="${PAPERS[*]}, the task's only setting"
+        what="with
+the hyperparameters of the arch's paper (PAPER: $which): base/big
 dims from the arch, Adam with the inverse-sqrt warm-up schedule, the paper's warm-up, batch
 (tokens per update reached through --update-freq for the GPUs present), update count, dropout,
 checkpoint interval, FP16 on GPU and distributed training when several GPUs are visible, and the
-arch's default criterion (fusion_options.default_criterion, e.g. the diversity criterion).
+arch's default criterion (fusion_options.default_criterion, e.g. the diversity criterion)."
+        stages="dou's archs train in two stages by default, the others in one."
+    fi
+    cat <<EOF
+usage: recipes/$TASK/train.sh ARCH $syn[--work DIR] [--eval-bleu]
+                               [--two-stage | --one-stage] [-- FAIRSEQ_TRAIN_ARGS...]
 
-  --eval-bleu   also log validation BLEU (fairseq's --eval-bleu, with the paper's beam and length
-                penalty, Moses detokenization); plot the curve with fusion-training-curve
-  --two-stage   Dou et al.'s protocol (4.1, "initialized by the pre-trained model"), the default for
-                dou's archs: first train the vanilla fusion_transformer(_big) of the same size with
-                dou's settings (or reuse WORK/checkpoints/fusion_transformer*.dou.SRC-TGT), then train
-                ARCH from its checkpoint_last.pt with --init-from-vanilla
-  --one-stage   train ARCH from scratch
+Trains ARCH (any fusion_transformer arch, e.g. fusion_transformer, transformer_lexical_shortcuts_ff,
+transformer_hierarchical_aggregation_big) on $TASK $what
 
-Reads WORK/data-PAPER.SRC-TGT (run prepare.sh --paper PAPER first); writes WORK/checkpoints/ARCH.PAPER.SRC-TGT.
-Environment overrides: MAX_UPDATE, MAX_TOKENS (per GPU), N_GPUS, EXTRA_ARGS (appended to fairseq-train).
+$opts  --work DIR     working folder (default: \$WORK or ./work/$TASK)
+  --eval-bleu    also log validation BLEU (fairseq's --eval-bleu, with the setting's beam and length
+                 penalty, Moses detokenization); plot the curve with fusion-training-curve
+  --two-stage    Dou et al.'s protocol (4.1, "initialized by the pre-trained model"): first train the
+                 vanilla fusion_transformer(_big) of the same size with the same settings (or reuse
+                 WORK/checkpoints/fusion_transformer*.PAPER.SRC-TGT), then train ARCH from its
+                 checkpoint_last.pt with --init-from-vanilla
+  --one-stage    train ARCH from scratch
+  $stages
+  -- ARGS        fairseq-train flags, after the recipe's (model flags given here decide size and warm-up)
+
+Reads WORK/data-PAPER.SRC-TGT (run prepare.sh first); writes WORK/checkpoints/ARCH.PAPER.SRC-TGT.
+Environment overrides: MAX_UPDATE, MAX_TOKENS (per GPU), N_GPUS, SEED (default 1), EXTRA_ARGS
+(appended to fairseq-train); PYTHON picks the Python environment.
 EOF
 }
 
@@ -270,6 +315,10 @@ train_setup() {  # ARCH + options -> settings, DATA, SAVE
     parse_common "$@"
     N_GPUS="${N_GPUS:-$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}"
     settings paper --task "$TASK" --arch "$ARCH" ${PAPER_OPT:+--paper "$PAPER_OPT"}
+    if [[ "$OWN_PREPARE" == 1 ]]; then  # prepare.sh prepares the task's setting in its direction only
+        [[ -z "$PAPER_OPT" || " ${TASK_PAPERS[*]} " == *" $PAPER_OPT "* ]] || die "--paper $PAPER_OPT: $TASK has ${TASK_PAPERS[*]}'s setting only"
+        [[ "$REVERSE" == 0 ]] || die "--reverse: $TASK goes $SRC -> $TGT only"
+    fi
     direction
     DATA="$WORK/data-$PAPER.$PAIR"
     SAVE="$(checkpoint_dir)"
@@ -348,20 +397,39 @@ recipe_train() {
 
 # ----------------------------------------------------------------------------------------- evaluate
 evaluate_usage() {
+    settings prepare --task "$TASK"
+    local report syn="[--paper PAPER] [--reverse] " common="--paper, --reverse, --work"
+    [[ "$OWN_PREPARE" == 1 ]] && { syn=""; common="--work DIR"; }
+    case "$METRIC" in
+        rouge) report="reports ROUGE-1/2/L (fusion-score-rouge) against the raw summaries" ;;
+        m2) report="reports the M2 scorer's precision, recall and F0.5 (fusion-score-m2) against DATA/SUBSET.m2" ;;
+        *) report="reports detokenized sacreBLEU with its signature and tokenized BLEU (Moses tokens; compound
+splitting for German and French, characters for Chinese), through fusion-score-bleu" ;;
+    esac
     cat <<EOF
-usage: recipes/$TASK/evaluate.sh ARCH [--paper PAPER] [--reverse] [--work DIR] [--checkpoint FILE]
+usage: recipes/$TASK/evaluate.sh ARCH $syn[--work DIR] [--checkpoint FILE]
                                   [--subset test|test1|...] [--beam N] [--lenpen X]
-       recipes/$TASK/evaluate.sh --hyp FILE --ref FILE [--hyp-format tok|detok|generate] [-t LANG]
+EOF
+    [[ "$METRIC" == bleu ]] && echo "       recipes/$TASK/evaluate.sh --hyp FILE --ref FILE [--hyp-format tok|detok|generate] [-t LANG] [--out PREFIX]"
+    cat <<EOF
 
-Evaluates ARCH trained by train.sh as its paper did: averages the last N checkpoints (N from the
-paper; papers that selected on validation use checkpoint_best.pt), translates the test set with
-the paper's beam and length penalty (fairseq-generate), and reports detokenized sacreBLEU with its
-signature and tokenized BLEU (Moses tokens; compound splitting for German and French, characters
-for Chinese), through fusion-score-bleu. Results: WORK/checkpoints/ARCH.PAPER.SRC-TGT/eval/SUBSET.json.
+Evaluates ARCH trained by train.sh with its settings: averages the last N checkpoints (N from the
+setting; those that selected on validation use checkpoint_best.pt), translates the test set with
+the setting's beam and length penalty (fairseq-generate), and
+$report.
+Results: WORK/checkpoints/ARCH.PAPER.SRC-TGT/eval/SUBSET.json.
 
-With --hyp it only scores an existing system output (tokenized by default) against --ref.
+  --checkpoint FILE  evaluate FILE instead (e.g. WORK/checkpoints/ARCH.PAPER.SRC-TGT/checkpoint_last.pt)
+  --subset S         test (default), test1, ...: the test sets in prepare.sh's order; valid: the dev set
+  --beam N, --lenpen X  decode with these instead of the setting's
+  $common  as for train.sh
+EOF
+    [[ "$METRIC" == bleu ]] && printf '%s\n' "With --hyp it only scores an existing system output (tokenized by default) against --ref" \
+        "(results: PREFIX.json and PREFIX.detok; PREFIX defaults to FILE.score)."
+    cat <<EOF
 Environment: AVERAGE overrides the number of checkpoints averaged (0: checkpoint_best.pt);
-GEN_ARGS is appended to fairseq-generate; N_GPUS, PYTHON as for train.sh.
+GEN_ARGS is appended to fairseq-generate, GEN_MAX_TOKENS its --max-tokens (default 8000);
+N_GPUS, PYTHON as for train.sh.
 EOF
 }
 
@@ -371,9 +439,8 @@ recipe_evaluate() {
     if [[ "${1:-}" == --hyp ]]; then score_only "$@"; return; fi
     local average_env="${AVERAGE:-}"
     train_setup "$@"
-    train_settings cached
     set -- "${REST[@]+"${REST[@]}"}"
-    local ckpt="" subset="test" beam="$BEAM" lenpen="$LENPEN"
+    local ckpt="" subset="test" beam="" lenpen=""
     while [[ $# -gt 0 ]]; do
         case "$1" in
             --checkpoint) ckpt="$2"; shift 2 ;;
@@ -383,24 +450,32 @@ recipe_evaluate() {
             *) die "evaluate.sh: unknown option $1 (see --help)" ;;
         esac
     done
+    # before the settings (they import fairseq where train.sh recorded none): is there anything to evaluate?
+    [[ -n "$ckpt" || -n "$(find "$SAVE" -maxdepth 1 -name 'checkpoint*.pt' 2>/dev/null)" ]] \
+        || die "no checkpoint in $SAVE: train first (recipes/$TASK/train.sh $ARCH)"
+    train_settings cached
+    beam="${beam:-$BEAM}"; lenpen="${lenpen:-$LENPEN}"
     local n="${average_env:-$AVERAGE}" out="$SAVE/eval"
-    mkdir -p "$out"
     if [[ -z "$ckpt" ]]; then
         if [[ "$n" -gt 0 ]]; then
-            local found
+            local found setting="$PAPER's setting"
+            [[ -n "$average_env" ]] && setting="AVERAGE=$n"
             found=$(find "$SAVE" -maxdepth 1 -name 'checkpoint_*_*.pt' | wc -l)
-            [[ "$found" -gt 0 ]] || die "no checkpoint_E_U.pt in $SAVE: train first (train.sh $ARCH)"
+            [[ "$found" -gt 0 ]] || die "found 0 checkpoint_E_U.pt in $SAVE, $setting averages the last $n (the run ended before its first --save-interval-updates): evaluate checkpoint_best.pt with AVERAGE=0, or one file with --checkpoint $SAVE/checkpoint_last.pt"
             if [[ "$found" -lt "$n" ]]; then
-                echo "| warning: $PAPER averages the last $n checkpoints, $SAVE has $found: averaging those" >&2
+                echo "| warning: $setting averages the last $n checkpoints, $SAVE has $found: averaging those" >&2
                 n=$found
             fi
             ckpt="$out/average.last$n.pt"
+            mkdir -p "$out"
             tool fusion-average-checkpoints --inputs "$SAVE" --num-update-checkpoints "$n" --output "$ckpt"
         else
             ckpt="$SAVE/checkpoint_best.pt"
+            [[ -f "$ckpt" ]] || die "$ckpt not found (it is written after a validation): evaluate one file with --checkpoint $SAVE/checkpoint_last.pt"
         fi
     fi
     [[ -f "$ckpt" ]] || die "checkpoint $ckpt not found"
+    mkdir -p "$out"
     # --required-batch-size-multiple 1: this fairseq build drops a last batch that is not a multiple of it
     local gen="$out/generate.$subset.txt"
     echo "| translating $subset with beam $beam, length penalty $lenpen: $ckpt"
@@ -437,18 +512,20 @@ score_generation() {  # GENERATE_OUTPUT SUBSET OUT: the task's metric (METRIC fr
 }
 
 score_only() {  # --hyp FILE --ref FILE [--hyp-format F] [-t LANG]
-    local hyp="" ref="" fmt="tok" lang=""
+    local hyp="" ref="" fmt="tok" lang="" out=""
     while [[ $# -gt 0 ]]; do
         case "$1" in
             --hyp) hyp="$2"; shift 2 ;;
             --ref) ref="$2"; shift 2 ;;
             --hyp-format) fmt="$2"; shift 2 ;;
             -t|--target-lang) lang="$2"; shift 2 ;;
-            --out) OUT="$2"; shift 2 ;;
+            --out) out="$2"; shift 2 ;;
             *) die "evaluate.sh --hyp: unknown option $1" ;;
         esac
     done
     [[ -n "$ref" ]] || die "--hyp needs --ref FILE (the raw reference)"
-    if [[ -z "$lang" ]]; then settings prepare --task "$TASK"; lang="$TGT"; fi
-    tool fusion-score-bleu --hyp "$hyp" --hyp-format "$fmt" --ref "$ref" -t "$lang" --out "${OUT:-$hyp.score}"
+    settings prepare --task "$TASK"
+    [[ "$METRIC" == bleu ]] || die "--hyp scores BLEU; $TASK's metric is $METRIC: run fusion-score-$METRIC on the output"
+    [[ -n "$lang" ]] || lang="$TGT"
+    tool fusion-score-bleu --hyp "$hyp" --hyp-format "$fmt" --ref "$ref" -t "$lang" --out "${out:-$hyp.score}"
 }

@@ -96,19 +96,21 @@ TASKS = {
         valid=[("wmt17", "newstest2017")], test=[("wmt18", "newstest2018"), ("wmt15", "newstest2015")],
     ),
     # Liu et al. 2021's other sequence-to-sequence tasks (A.1): their recipes prepare the data themselves
+    # (own_prepare: liu's setting in the task's direction only)
     "cnndm_summarization": dict(
-        src="source", tgt="target", papers=["liu"], metric="rouge",  # See et al. 2017's non-anonymized CNN/DailyMail
+        src="source", tgt="target", papers=["liu"], metric="rouge", own_prepare=True,  # See et al. 2017's non-anonymized CNN/DailyMail
         train=[], valid=[(None, "val")], test=[(None, "test")],
     ),
     # CoNLL-2014 grammatical error correction (Chollampatt & Ng 2018's preprocessing, Liu et al. A.1): the training data
     # needs registration (prepare.sh --local); the test set's gold edits are public
     "conll14_gec": dict(
-        src="src", tgt="trg", papers=["liu"], metric="m2", train=[], valid=[(None, "dev")], test=[(None, "conll14")],
+        src="src", tgt="trg", papers=["liu"], metric="m2", own_prepare=True, train=[], valid=[(None, "dev")], test=[(None, "conll14")],
         registration=[("NUCLE release 3.2 (the NUS Corpus of Learner English)", "https://www.comp.nus.edu.sg/~nlp/corpora.html"),
                       ("Lang-8 Learner Corpora v2 (lang-8-20111007-L1-v2.dat)", "https://sites.google.com/site/naistlang8corpora/")],
     ),
+    # this project's small setting (no paper): every arch trains with it, its technique flags as the arch presets them
     "multi30k_en_de": dict(
-        src="en", tgt="de", papers=["multi30k"], local_default="multi30k",
+        src="en", tgt="de", papers=["multi30k"], local_default="multi30k", every_arch=True,
         train=[], valid=[(None, "val")], test=[(None, "test_2016_flickr"), (None, "test_2017_flickr"), (None, "test_2017_mscoco")],
     ),
 }
@@ -261,7 +263,10 @@ REPORTED = [
 
 
 def paper_of(arch, task=None):
-    """The paper whose settings an arch trains with; baselines (fusion_transformer*) take the task's first paper."""
+    """The paper whose settings an arch trains with; baselines (fusion_transformer*) take the task's first paper,
+    and so does every arch on a task with a setting of its own (multi30k_en_de)."""
+    if task is not None and check_task(task).get("every_arch"):
+        return TASKS[task]["papers"][0]
     for prefix, paper in ARCH_PAPER:
         if arch.startswith(prefix):
             return paper
@@ -350,7 +355,9 @@ def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None,
     paper = paper or paper_of(arch, task)
     spec = dict(check_paper(paper, task)["train"])
     spec.update(spec.pop("by_task", {}).get(task, {}))
-    margs = model_args(arch, flags)
+    # the size from the model the command trains: the preset, the setting's model flags (Multi30k's small model), then
+    # the flags after --
+    margs = model_args(arch, [*spec.get("model_args", []), *flags])
     dim = getattr(margs, "encoder_embed_dim", 512)
     size, dim = (size, 1024 if size == "big" else 512) if size else (("big" if dim >= 1024 else "base"), dim)
     max_tokens = max_tokens or (spec["batch_tokens"] if task == "multi30k_en_de" else 4096)
@@ -464,10 +471,18 @@ def hydra_config(task, arch, n_gpus=8):
     order = ["common", "task", "model", "criterion", "optimizer", "lr_scheduler", "optimization", "dataset",
              "distributed_training", "checkpoint"]
     out = {k: OmegaConf.to_container(OmegaConf.create(out[k])) for k in order if k in out}
+    # hydra runs the job where the command was given (as fairseq's own config.yaml: no outputs/DATE/TIME folder, so
+    # relative task.data, checkpoint.save_dir and user_dir mean what they say) and writes no .hydra/ folder there;
+    # both keys exist in hydra-core 1.0 (fairseq 0.12.2's) and 1.3
+    out["hydra"] = {"run": {"dir": "."}, "output_subdir": None}
     header = (f"# @package _global_\n# {arch} on {task} as {s['paper']} trained it, for {n_gpus} GPUs (written by\n"
               f"# `python recipes/common/settings.py hydra --task {task} --arch {arch} --n-gpus {n_gpus}`; the same\n"
-              f"# settings as recipes/{task}/train.sh). Run from the repository root:\n"
-              f"#   fairseq-hydra-train --config-dir recipes/hydra --config-name {arch} task.data=DATA_BIN\n")
+              f"# settings as recipes/{task}/train.sh). Relative paths are relative to where you run it. From the\n"
+              f"# repository root:\n"
+              f"#   fairseq-hydra-train --config-dir recipes/hydra --config-name {arch} task.data=DATA_BIN\n"
+              f"# from any other directory (REPO: this clone; fusion-user-dir prints the installed plugin's folder):\n"
+              f"#   fairseq-hydra-train --config-dir \"$REPO/recipes/hydra\" --config-name {arch} task.data=DATA_BIN \\\n"
+              f"#       common.user_dir=$(fusion-user-dir)\n")
     return header + OmegaConf.to_yaml(OmegaConf.create(out), sort_keys=False)
 
 
@@ -505,7 +520,9 @@ def main(argv=None):
                   TRUECASE=int(b["truecase"]), MAX_LEN=b["max_len"], MAX_RATIO=b["max_ratio"],
                   VALID_SETS=[v or "" for v, _ in d["valid"]], VALID_PARTS=[name for _, name in d["valid"]], VALID=d["valid_name"],
                   TEST_SETS=[t or "" for t, _ in d["test"]], TESTS=[name for _, name in d["test"]],
-                  LOCAL_DEFAULT=task.get("local_default", ""),
+                  LOCAL_DEFAULT=task.get("local_default", ""), EVERY_ARCH=int(bool(task.get("every_arch"))),
+                  OWN_PREPARE=int(bool(task.get("own_prepare"))), METRIC=task.get("metric", "bleu"),
+                  PAPERS=task["papers"], RELEASE_PAPERS=[q for q in task["papers"] if data_settings(a.task, q)["preprocessed"]],
                   TRAIN_URLS=[u for u, _ in task["train"]], TRAIN_PATHS=[q for _, q in task["train"]],
                   REGISTRATION=[f"{name}: {url}" for name, url in d["registration"]],
                   PRE_NAME=pre.get("name"), PRE_URL=pre.get("url"), PRE_ARCHIVE=pre.get("archive"), PRE_TRAIN=pre.get("train"),
@@ -513,7 +530,7 @@ def main(argv=None):
         elif a.step == "paper":  # light: no fairseq import
             paper = a.paper or paper_of(a.arch, a.task)
             d = data_settings(a.task, paper)
-            _emit(PAPER=paper, SRC=d["src"], TGT=d["tgt"])
+            _emit(PAPER=paper, SRC=d["src"], TGT=d["tgt"], OWN_PREPARE=int(bool(task.get("own_prepare"))), TASK_PAPERS=task["papers"])
         else:
             s = train_settings(a.task, a.arch, a.paper, a.n_gpus, a.max_tokens, flags=shlex.split(a.model_flags))
             d = data_settings(a.task, s["paper"])

@@ -45,6 +45,10 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 settings prepare --task "$TASK" --paper liu
+[[ -z "$PAPER_OPT" || "$PAPER_OPT" == liu ]] || die "--paper $PAPER_OPT: $TASK has liu's setting only"
+[[ "$REVERSE" == 0 ]] || die "--reverse: $TASK corrects $SRC -> $TGT only"
+dest="$WORK/data-$PAPER.$SRC-$TGT"
+if prepared "$dest"; then exit 0; fi
 if [[ -z "$local_dir" ]]; then
     reg=""
     for r in "${REGISTRATION[@]}"; do reg+=$'\n'"  - $r"; done
@@ -64,8 +68,7 @@ fi
 [[ -s "$test_m2" ]] || die "--test-m2 $test_m2: no such file (the CoNLL-2014 gold edits in M2 format)"
 
 raw="$WORK/raw"
-dest="$WORK/data-$PAPER.$SRC-$TGT"
-mkdir -p "$raw" "$dest"
+mkdir -p "$raw"
 "$PYTHON" - "$local_dir" "$test_m2" "$raw" "$keep" "${max_lines:-0}" <<'PY' || die "reading the GEC data failed"
 import sys
 from fairseq_fusion.analysis.m2 import m2_to_parallel
@@ -87,9 +90,10 @@ print(f"| training pairs: {kept} of {total} kept" + ("" if keep else " (those wi
 print(f"| dev: {m2_to_parallel(f'{local}/dev.all.m2', f'{raw}/dev.src', f'{raw}/dev.trg')} sentences")
 print(f"| test: {m2_to_parallel(test_m2, f'{raw}/conll14.src', f'{raw}/conll14.trg')} sentences")
 PY
-cp "$local_dir/dev.all.m2" "$dest/valid.m2"
-cp "$test_m2" "$dest/test.m2"
 echo "| $TASK: tokens kept, joint BPE ${merges_env:-$BPE_MERGES} merges -> $dest"
 tool fusion-prepare-text -s "$SRC" -t "$TGT" --tokenizer none --trainpref "$raw/train" --validpref "$raw/dev" \
     --testpref "$raw/conll14" --bpe-merges "${merges_env:-$BPE_MERGES}" --max-len "$MAX_LEN" --max-ratio "$MAX_RATIO" \
     --destdir "$dest" --workers "$workers"
+# the gold edits beside the data (after fusion-prepare-text, which writes a new folder)
+cp "$local_dir/dev.all.m2" "$dest/valid.m2"
+cp "$test_m2" "$dest/test.m2"
