@@ -63,3 +63,24 @@ def multi30k_slice(tmp_path_factory):
         "--max-lines", "1000", "--bpe-merges", "500", "--workers", "2",
     ])
     return dest
+
+
+TINY_MODEL_ARGS = [
+    "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+    "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+]
+
+
+def tiny_train_args(data_dir, save_dir, arch, *extra, max_update=2):
+    """fairseq-train of ``arch`` at the tiniest size (d=16, 1+1 layers): for what needs a checkpoint, not a model."""
+    args = train_args(data_dir, save_dir, arch=arch, max_update=max_update, extra=list(extra))
+    return args[:4] + ["--arch", arch] + TINY_MODEL_ARGS + args[args.index("--share-all-embeddings"):]
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(multi30k_slice, tmp_path_factory):
+    """checkpoint_last.pt of transformer_surface_fusion after 2 updates on the Multi30k slice (d=16)."""
+    save = str(tmp_path_factory.mktemp("tiny_checkpoint"))
+    run_cli(tiny_train_args(multi30k_slice, save, "transformer_surface_fusion"))
+    return os.path.join(save, "checkpoint_last.pt")

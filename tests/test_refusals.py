@@ -10,19 +10,12 @@ import time
 import pytest
 import torch
 
-from conftest import BIN, REPO, run_cli, train_args
+from conftest import BIN, REPO, run_cli
+from conftest import tiny_train_args as tiny_train
 from fairseq_fusion import errors
 from fairseq_fusion.errors import PREFIX, FusionError
 
-TINY = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
-        "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
-        "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
 USER_DIR = os.path.join(REPO, "fairseq_fusion")
-
-
-def tiny_train(data, save_dir, arch, *extra, max_update=2):
-    args = train_args(data, save_dir, arch=arch, max_update=max_update, extra=list(extra))
-    return args[:4] + ["--arch", arch] + TINY + args[args.index("--share-all-embeddings"):]
 
 
 def one_line_refusal(proc, *expected):
@@ -37,10 +30,8 @@ def one_line_refusal(proc, *expected):
 
 
 @pytest.fixture(scope="module")
-def checkpoint(multi30k_slice, tmp_path_factory):
-    save = str(tmp_path_factory.mktemp("refusals_ckpt"))
-    run_cli(tiny_train(multi30k_slice, save, "transformer_surface_fusion"))
-    return os.path.join(save, "checkpoint_last.pt")
+def checkpoint(tiny_checkpoint):
+    return tiny_checkpoint
 
 
 @pytest.mark.parametrize("case, expected", [
