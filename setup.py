@@ -27,7 +27,7 @@ setup(
     # torch and fairseq are not declared: `make install` installs them (see README: which fairseq build, and
     # why; a declared fairseq would pull torchaudio and another torch). Everything else the package imports is.
     install_requires=[
-        "numpy", "tqdm", "omegaconf", "sacrebleu>=2.0", "sacremoses", "subword-nmt", "matplotlib",
+        "numpy", "tqdm", "omegaconf", "hydra-core", "sacrebleu>=2.0", "sacremoses", "subword-nmt", "matplotlib",
         # not imported by the plugin: fairseq-train's --tensorboard-logdir needs it (fairseq's speech tasks also
         # log a notice on every fairseq import, before the plugin is loaded, when it is missing)
         "tensorboardX",

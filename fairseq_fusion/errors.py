@@ -75,6 +75,9 @@ def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     if issubclass(exc_type, FusionError) and not show_tracebacks():
         print(str(exc), file=sys.stderr)
         return
+    if issubclass(exc_type, BrokenPipeError):  # `fusion-archs | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return
     if issubclass(exc_type, KeyboardInterrupt) and _is_training():
         print(file=sys.stderr)
         print(interrupted_message(), file=sys.stderr)
