@@ -29,6 +29,7 @@ import sys
 import time
 
 from . import atomic_files
+from .errors import fail
 
 SIZES = {
     # d, ffn, heads, enc layers, dec layers; these flags override the arch's own sizes (a `_big` or
@@ -363,7 +364,7 @@ def run_worker(arch, argv, beams=None):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not line:
-        raise SystemExit(f"fusion-benchmark: {arch} failed:\n{proc.stderr[-3000:]}")
+        fail(f"fusion-benchmark: {arch} failed:\n{proc.stderr[-3000:]}")
     return json.loads(line[-1][len("RESULT "):])
 
 
@@ -381,9 +382,9 @@ def main(args):
         return
     atomic_files.claim(args.out + ".lock", f"--out {args.out}")  # the workers (--worker) write nothing
     if not os.path.isdir(args.data):
-        raise SystemExit(f"fusion-benchmark: --data {args.data} is not a directory (expected binarized data from fusion-prepare-text)")
+        fail(f"fusion-benchmark: --data {args.data} is not a directory (expected binarized data from fusion-prepare-text)")
     if args.repeats < 1:
-        raise SystemExit(f"fusion-benchmark: --repeats must be >= 1, got {args.repeats}")
+        fail(f"fusion-benchmark: --repeats must be >= 1, got {args.repeats}")
     archs = fusion_archs() if args.archs == "all" else args.archs.split(",")
     archs = [a for a in archs if a and a != "transformer"]
     argv = sys.argv[1:]

@@ -27,6 +27,7 @@ import time
 
 from . import atomic_files
 from .benchmark import SIZES, fusion_archs
+from .errors import fail
 
 # optimization per size (dropout, lr, warm-up, max tokens per GPU/CPU): "small" is `make demo`'s, base and
 # big are fairseq's WMT'14 En-De recipes (Vaswani et al. 2017; Ott et al. 2018)
@@ -416,24 +417,24 @@ def main(args):
     try:
         systems = [parse_system(s) for s in args.system]
     except ValueError as e:
-        raise SystemExit(f"fusion-compare: {e}")
+        fail(f"fusion-compare: {e}")
     names = [s["name"] for s in systems]
     if len(set(names)) != len(names):
-        raise SystemExit(f"fusion-compare: --system names must differ, got {names}")
+        fail(f"fusion-compare: --system names must differ, got {names}")
     baseline = args.baseline or names[0]
     if baseline not in names:
-        raise SystemExit(f"fusion-compare: --baseline {baseline!r} is none of the systems {names}")
+        fail(f"fusion-compare: --baseline {baseline!r} is none of the systems {names}")
     systems.sort(key=lambda s: s["name"] != baseline)  # the baseline's run of a seed comes first
     if not os.path.isdir(args.data):
-        raise SystemExit(f"fusion-compare: {args.data}: no such binarized data directory")
+        fail(f"fusion-compare: {args.data}: no such binarized data directory")
     if args.target_lang is None:
         meta = os.path.join(args.data, "prepare.json")
         if not os.path.exists(meta):
-            raise SystemExit(f"fusion-compare: {meta} not found: give --target-lang")
+            fail(f"fusion-compare: {meta} not found: give --target-lang")
         with open(meta) as f:
             args.target_lang = json.load(f)["target_lang"]
     if len(set(args.seeds)) != len(args.seeds):
-        raise SystemExit(f"fusion-compare: --seeds must differ, got {args.seeds}")
+        fail(f"fusion-compare: --seeds must differ, got {args.seeds}")
     try:
         for subset in args.test_subsets:
             reference_path(args, subset)
@@ -442,7 +443,7 @@ def main(args):
         for s in systems:
             check_system(args, s)
     except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"fusion-compare: {e}")
+        fail(f"fusion-compare: {e}")
     if args.dry_run:
         for s in systems:
             print("fairseq-train " + shlex.join(train_command(args, s, args.seeds[0], f"{args.work}/runs/{s['name']}/seed{args.seeds[0]}")))
@@ -464,7 +465,7 @@ def main(args):
                 sig = {} if s["name"] == baseline else {
                     subset: bootstrap(args, run_dir, base_dir, subset, baseline) for subset in args.test_subsets}
             except (RuntimeError, ValueError, FileNotFoundError) as e:
-                raise SystemExit(f"fusion-compare: {e}")
+                fail(f"fusion-compare: {e}")
             runs.append({"system": s["name"], "seed": seed, "train": train, "eval": ev, "significance": sig})
             print(f"| {label}: {train['updates']} updates, {train['words_per_s']:.0f} words/s; " + ", ".join(
                 f"{sub} sacreBLEU {e['sacrebleu']['score']:.2f}" for sub, e in ev.items())

@@ -152,3 +152,27 @@ def test_ctrl_c_before_the_first_checkpoint(monkeypatch, tmp_path):
     assert errors.interrupted_message() == (
         f"fairseq-fusion: interrupted before the first checkpoint ({tmp_path}/ck/checkpoint_last.pt does not exist): "
         "the same command starts from scratch")
+
+
+def test_commands_refuse_only_through_the_one_line_form():
+    """Every refusal of a fusion-* command goes through errors.fail (or FusionError): no bare SystemExit/sys.exit
+    with a message, whose line would lack the ``fairseq-fusion: error:`` prefix."""
+    import glob
+    import re
+
+    bare = re.compile(r"(raise SystemExit|sys\.exit)\(\s*(f?[\"']|[a-z_]+\s*\+|str\()")
+    found = []
+    for path in glob.glob(os.path.join(REPO, "fairseq_fusion", "**", "*.py"), recursive=True):
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if bare.search(line) and not path.endswith("errors.py"):
+                    found.append(f"{os.path.relpath(path, REPO)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("cmd, expected", [
+    (["fusion-score-bleu", "--hyp", "no-such-hyp.txt", "--ref", "no-such-ref.txt", "-t", "de"], ["--hyp no-such-hyp.txt"]),
+    (["fusion-archs", "transformer_phraze"], ["transformer_phraze", "transformer_phrase"]),
+])
+def test_fusion_commands_refuse_in_one_line(cmd, expected, tmp_path):
+    one_line_refusal(run_cli(cmd, cwd=str(tmp_path), check=False), *expected)

@@ -11,6 +11,7 @@ import os
 from ..analysis import alignment
 from ..analysis import alignment_stream as stream
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -32,10 +33,10 @@ def count_lines(path):
 def main(args):
     for f, flag in ((args.gold, "--gold"), (args.hyp, "--hyp")):
         if not os.path.exists(f):
-            raise SystemExit(f"fusion-aer: {flag} {f}: no such file")
+            fail(f"fusion-aer: {flag} {f}: no such file")
     n_hyp, n_gold = count_lines(args.hyp), count_lines(args.gold)
     if n_hyp != n_gold:
-        raise SystemExit(f"fusion-aer: --hyp {args.hyp} has {n_hyp} lines but --gold {args.gold} has {n_gold}")
+        fail(f"fusion-aer: --hyp {args.hyp} has {n_hyp} lines but --gold {args.gold} has {n_gold}")
     # both files are read line by line: memory does not grow with the corpus
     gold = stream.iter_links(args.gold, one_indexed=not args.gold_zero_indexed)
     hyps = (sure for sure, _ in stream.iter_links(args.hyp, one_indexed=args.hyp_one_indexed))
@@ -46,7 +47,7 @@ def main(args):
         for hyp, g in zip(hyps, gold):
             stats.add([hyp], 0, g)
     except ValueError as e:
-        raise SystemExit(f"fusion-aer: {e}")
+        fail(f"fusion-aer: {e}")
     r = {k: v for k, v in stats.layers(with_gold=True)[0].items() if k in ("aer", "precision", "recall", "links")}
     if args.json:
         print(json.dumps(r))

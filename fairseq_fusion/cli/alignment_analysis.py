@@ -20,6 +20,7 @@ from ..analysis import alignment
 from ..analysis import alignment_stream as stream
 from ..analysis.common import add_checkpoint_args, load_model, locked, write_outputs
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -50,7 +51,7 @@ def analyze_checkpoint(path, args):
     swap = alignment.model_direction(task, file_langs, args.swap)
     codes = args.bpe_codes or os.path.join(cfg.task.data, "bpe.codes")
     if args.bpe_codes and not os.path.exists(codes):
-        raise SystemExit(f"fusion-alignment-analysis: --bpe-codes {codes}: no such file")
+        fail(f"fusion-alignment-analysis: --bpe-codes {codes}: no such file")
     bpe = alignment.load_bpe(codes if os.path.exists(codes) else None)
     if bpe is None:
         print(f"| no BPE codes at {codes}: words are looked up whole (pass --bpe-codes)")
@@ -71,16 +72,16 @@ def analyze_checkpoint(path, args):
 def main(args):
     labels = args.labels.split(",") if args.labels else [os.path.basename(p) for p in args.path]
     if len(labels) != len(args.path):
-        raise SystemExit(f"fusion-alignment-analysis: --labels has {len(labels)} names but --path has {len(args.path)} checkpoints")
+        fail(f"fusion-alignment-analysis: --labels has {len(labels)} names but --path has {len(args.path)} checkpoints")
     for f, flag in [(args.parallel, "--parallel"), (args.gold, "--gold")] + [(p, "--path") for p in args.path]:
         if f is not None and not os.path.exists(f):
-            raise SystemExit(f"fusion-alignment-analysis: {flag} {f}: no such file")
+            fail(f"fusion-alignment-analysis: {flag} {f}: no such file")
     entries = []
     for path, label in zip(args.path, labels):
         try:
             entries.append({"label": label, **analyze_checkpoint(path, args)})
         except ValueError as e:
-            raise SystemExit(f"fusion-alignment-analysis: {e}")
+            fail(f"fusion-alignment-analysis: {e}")
     data = {"parallel": args.parallel, "gold": args.gold, "checkpoints": entries}
     title = (f"Encoder attention of {', '.join(args.path)} on {os.path.basename(args.parallel)} "
              f"({entries[0]['sentences']} sentences)")

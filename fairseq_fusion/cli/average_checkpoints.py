@@ -15,6 +15,7 @@ import torch
 
 from .. import atomic_files, checkpoint_safety
 from ._tools import description_of
+from ..errors import fail
 
 
 def last_n_checkpoints(path, n, upper_bound=None, kind="epoch"):
@@ -72,7 +73,7 @@ def main(args):
     n = args.num_update_checkpoints or args.num_epoch_checkpoints
     if n is not None:
         if len(paths) != 1 or not os.path.isdir(paths[0]):
-            raise SystemExit("--num-*-checkpoints needs exactly one directory in --inputs")
+            fail("--num-*-checkpoints needs exactly one directory in --inputs")
         kind = "update" if args.num_update_checkpoints else "epoch"
         paths = last_n_checkpoints(paths[0], n, args.checkpoint_upper_bound, kind)
     print("| averaging " + ", ".join(paths), flush=True)

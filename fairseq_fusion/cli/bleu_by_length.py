@@ -8,6 +8,7 @@ import os
 
 from ..analysis import common, evaluation
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -32,11 +33,11 @@ def parse_systems(specs):
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
-            raise SystemExit(f"--sys {spec!r}: expected NAME=FILE")
+            fail(f"--sys {spec!r}: expected NAME=FILE")
         if not os.path.exists(path):
-            raise SystemExit(f"--sys {spec}: no such file {path}")
+            fail(f"--sys {spec}: no such file {path}")
         if name in systems:
-            raise SystemExit(f"--sys: system name {name!r} given twice")
+            fail(f"--sys: system name {name!r} given twice")
         systems[name] = path
     return systems
 
@@ -45,7 +46,7 @@ def read_system(path, fmt, lang):
     if fmt == "detok":
         return evaluation.read_lines(path)
     if lang is None:
-        raise SystemExit(f"--hyp-format {fmt} needs --target-lang to detokenize")
+        fail(f"--hyp-format {fmt} needs --target-lang to detokenize")
     lines = evaluation.read_generate_output(path)["H"] if fmt == "generate" else evaluation.read_lines(path)
     return evaluation.detokenize(lines, lang)
 
@@ -54,12 +55,12 @@ def main(args):
     try:
         bounds = [int(b) for b in args.buckets.split(",")]
     except ValueError:
-        raise SystemExit(f"--buckets {args.buckets!r}: expected comma-separated integers such as 15,30,45")
+        fail(f"--buckets {args.buckets!r}: expected comma-separated integers such as 15,30,45")
     systems = {n: read_system(p, args.hyp_format, args.target_lang) for n, p in parse_systems(args.sys).items()}
     try:
         result = evaluation.bleu_by_length(evaluation.read_lines(args.src), evaluation.read_lines(args.ref), systems, bounds, args.tokenized)
     except ValueError as e:
-        raise SystemExit(f"fusion-bleu-by-length: {e}")
+        fail(f"fusion-bleu-by-length: {e}")
     for name, scores in result["bleu"].items():
         cells = "  ".join(f"{b}: {'-' if s is None else f'{s:.2f}'}" for b, s in zip(result["buckets"], scores))
         print(f"{name}\tall: {result['overall'][name]:.2f}  {cells}")

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from ..analysis import common, contrastive
 from ..analysis import contrastive_protocols as protocols
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -58,32 +59,32 @@ def main(args):
     try:
         model, task, cfg = common.load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
     except FileNotFoundError as e:
-        raise SystemExit(f"fusion-contrastive-score: {e}")
+        fail(f"fusion-contrastive-score: {e}")
     from ..tasks.translation_with_phrases import configure_inference_spans
 
     try:
         configure_inference_spans(task, phrase_trees=args.phrase_trees, phrase_parser=args.phrase_parser,
                                   phrase_fallback=args.phrase_fallback)
     except ValueError as e:
-        raise SystemExit(f"fusion-contrastive-score: {e}")
+        fail(f"fusion-contrastive-score: {e}")
     src_lang, tgt_lang = task.cfg.source_lang, task.cfg.target_lang
     groups, suites = {}, []  # protocol -> items; what each suite was read as
     try:
         for suite in args.suite:
             if not os.path.exists(suite):
-                raise SystemExit(f"--suite {suite}: no such file or folder")
+                fail(f"--suite {suite}: no such file or folder")
             items = contrastive.read_suite(suite, src_lang, tgt_lang)[: args.max_items]
             protocol = protocols.choose_protocol(items, args.protocol, suite)
             groups.setdefault(protocol, []).extend(items)
             suites.append({"suite": suite, "protocol": protocol, "items": len(items)})
             print(f"| {suite}: {len(items)} items, protocol {protocol}")
     except (contrastive.SuiteFormatError, FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"fusion-contrastive-score: {e}")
+        fail(f"fusion-contrastive-score: {e}")
     if args.category is not None:
         known = {n for its in groups.values() for it in its for n in it.types + [it.category, it.word] if n}
         missing = sorted(set(args.category) - known)
         if missing:
-            raise SystemExit(f"fusion-contrastive-score: --category {' '.join(missing)}: not in the suites "
+            fail(f"fusion-contrastive-score: --category {' '.join(missing)}: not in the suites "
                              f"(they have: {' '.join(sorted(known)[:40])}{' ...' if len(known) > 40 else ''})")
     pre_src = pre_tgt = None
     if args.input_format == "raw":

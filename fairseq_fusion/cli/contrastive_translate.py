@@ -29,6 +29,7 @@ from ..analysis import common, contrastive_check, contrastive_translate
 from ..analysis.contrastive import SuiteFormatError, _open
 from ..analysis.layer_fusion import generation_args
 from ._tools import add_generation_args, description_of
+from ..errors import fail
 
 PROG = "fusion-contrastive-translate"
 
@@ -55,7 +56,7 @@ def get_parser():
 
 
 def _fail(msg):
-    raise SystemExit(f"{PROG}: {msg}")
+    fail(f"{PROG}: {msg}")
 
 
 def _read_lines(flag, path, n):

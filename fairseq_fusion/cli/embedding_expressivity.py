@@ -12,6 +12,7 @@ import ast
 from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import expressivity_curves
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -43,7 +44,7 @@ def main(args):
     paths = [args.path] + list(args.compare)
     labels = args.labels.split(",") if args.labels else paths
     if len(labels) != len(paths):
-        raise SystemExit(f"fusion-embedding-expressivity: --labels has {len(labels)} names for {len(paths)} checkpoints")
+        fail(f"fusion-embedding-expressivity: --labels has {len(labels)} names for {len(paths)} checkpoints")
     models = []
     for path, label in zip(paths, labels):
         model, _, _ = load_model(path, args.data, ast.literal_eval(args.model_overrides), cpu=True)

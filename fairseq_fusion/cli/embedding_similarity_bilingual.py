@@ -16,6 +16,7 @@ import ast
 from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import bilingual_similarity, dictionary_from_alignments, read_dictionary
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -50,7 +51,7 @@ def plot(results):
 
 def main(args):
     if bool(args.dictionary) == bool(args.alignment_text and args.alignment_links):
-        raise SystemExit("fusion-embedding-similarity-bilingual: give either --dictionary or both --alignment-text and --alignment-links")
+        fail("fusion-embedding-similarity-bilingual: give either --dictionary or both --alignment-text and --alignment-links")
     if args.dictionary:
         pairs = read_dictionary(args.dictionary)
     else:
@@ -58,11 +59,11 @@ def main(args):
             pairs = dictionary_from_alignments(args.alignment_text, args.alignment_links, args.min_count, args.reverse,
                                                args.links_index_base)
         except ValueError as e:
-            raise SystemExit(f"fusion-embedding-similarity-bilingual: {e}")
+            fail(f"fusion-embedding-similarity-bilingual: {e}")
     paths = [args.path] + list(args.compare)
     labels = args.labels.split(",") if args.labels else paths
     if len(labels) != len(paths):
-        raise SystemExit(f"fusion-embedding-similarity-bilingual: --labels has {len(labels)} names for {len(paths)} checkpoints")
+        fail(f"fusion-embedding-similarity-bilingual: --labels has {len(labels)} names for {len(paths)} checkpoints")
     results = []
     for path, label in zip(paths, labels):
         model, task, _ = load_model(path, args.data, ast.literal_eval(args.model_overrides), cpu=True)

@@ -21,6 +21,7 @@ from ..analysis import information_batches as data
 from ..analysis import information_probe as probe
 from ..analysis.common import add_checkpoint_args, load_model, locked, write_outputs
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -67,7 +68,7 @@ def probe_checkpoint(path, args, modules, sides):
         try:
             samples[flag] = data.sample_indices(task, split, n or None, args.seed)
         except (FileNotFoundError, ValueError) as e:
-            raise SystemExit(f"fusion-information-probe: {flag} {split}: cannot read it from the data directory ({e})")
+            fail(f"fusion-information-probe: {flag} {split}: cannot read it from the data directory ({e})")
 
     def train_epochs(epoch):
         return data.batches(task, args.train_split, samples["--train-split"], args.max_tokens, device,
@@ -87,7 +88,7 @@ def probe_checkpoint(path, args, modules, sides):
             patience=args.patience, dropout=args.probe_dropout,
         )
     except ValueError as e:
-        raise SystemExit(f"fusion-information-probe: {path}: {e}")
+        fail(f"fusion-information-probe: {path}: {e}")
     for side, by_module in result["ppl"].items():
         base = result.get("baseline_ppl", {}).get(side)
         print(f"| {side:6s} zero-representation baseline PPL: {'-' if base is None else f'{base:.2f}'}")
@@ -102,17 +103,17 @@ def main(args):
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     bad = [m for m in modules if m not in probe.MODULES] + [s for s in sides if s not in probe.SIDES]
     if bad:
-        raise SystemExit(f"fusion-information-probe: unknown --modules/--sides {bad}; expected modules from {list(probe.MODULES)}, sides from {list(probe.SIDES)}")
+        fail(f"fusion-information-probe: unknown --modules/--sides {bad}; expected modules from {list(probe.MODULES)}, sides from {list(probe.SIDES)}")
     try:
         args.layer_list = [int(n) for n in args.layers.split(",")] if args.layers else None
     except ValueError:
-        raise SystemExit(f"fusion-information-probe: --layers {args.layers!r}: expected comma-separated layer numbers, e.g. 1,6")
+        fail(f"fusion-information-probe: --layers {args.layers!r}: expected comma-separated layer numbers, e.g. 1,6")
     labels = args.labels.split(",") if args.labels else [os.path.basename(p) for p in args.path]
     if len(labels) != len(args.path):
-        raise SystemExit(f"fusion-information-probe: --labels has {len(labels)} names but --path has {len(args.path)} checkpoints")
+        fail(f"fusion-information-probe: --labels has {len(labels)} names but --path has {len(args.path)} checkpoints")
     for p in args.path:
         if not os.path.exists(p):
-            raise SystemExit(f"fusion-information-probe: --path {p}: no such checkpoint")
+            fail(f"fusion-information-probe: --path {p}: no such checkpoint")
     entries = []
     for path, label in zip(args.path, labels):
         entries.append({"label": label, **probe_checkpoint(path, args, modules, sides)})

@@ -27,6 +27,7 @@ from ..analysis.common import add_common_args, figure_title, locked, new_figure,
 from ..analysis.layer_fusion import TRANSLATION_GENERATION, generation_args, masking_sweep
 from ..analysis.metrics import get_metric, known_metrics
 from ._tools import add_generation_args, description_of
+from ..errors import fail
 
 POST_PROCESS = ["subword_nmt", "sentencepiece", "wordpiece", "letter", "_EOW", "none"]
 
@@ -52,10 +53,10 @@ def gpt2_bpe(args):
         return None
     missing = [f for f in ("gpt2_encoder_json", "gpt2_vocab_bpe") if not getattr(args, f)]
     if missing:
-        raise SystemExit(f"fusion-layer-masking: --bpe gpt2 needs {', '.join('--' + m.replace('_', '-') for m in missing)} "
+        fail(f"fusion-layer-masking: --bpe gpt2 needs {', '.join('--' + m.replace('_', '-') for m in missing)} "
                          "(fairseq's GPT-2 BPE files)")
     if args.post_process not in (None, "none"):
-        raise SystemExit("fusion-layer-masking: --bpe gpt2 decodes the token ids itself: use --post-process none")
+        fail("fusion-layer-masking: --bpe gpt2 decodes the token ids itself: use --post-process none")
     args.post_process = "none"
     from fairseq.data import encoders
 
@@ -81,7 +82,7 @@ def main(args):
     try:
         get_metric(args.metric)
     except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"fusion-layer-masking: {e}")
+        fail(f"fusion-layer-masking: {e}")
     layers = [int(x) for x in args.layers.split(",")] if args.layers else None
     bpe = gpt2_bpe(args)
     args.post_process = args.post_process or "subword_nmt"

@@ -23,6 +23,7 @@ from ..analysis.common import add_common_args, load_model, locked, write_outputs
 from ..analysis.lexical_pos import PositionCategories
 from ..analysis.lexical_store import StateStore
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -64,23 +65,23 @@ def pos_categories(args, task):
         if tags is None:
             continue
         if not os.path.exists(tags):
-            raise SystemExit(f"fusion-lexical-probe: --{'source' if side == 'encoder' else 'target'}-pos-tags {tags}: no such file")
+            fail(f"fusion-lexical-probe: --{'source' if side == 'encoder' else 'target'}-pos-tags {tags}: no such file")
         bpe = os.path.join(bpe_dir, f"{args.split}.bpe.{lang}")
         if not os.path.exists(bpe):
-            raise SystemExit(f"fusion-lexical-probe: {bpe}: no BPE text of --split {args.split} for the POS tags "
+            fail(f"fusion-lexical-probe: {bpe}: no BPE text of --split {args.split} for the POS tags "
                              "(fusion-prepare-text writes DATA/tok/SPLIT.bpe.LANG; else give --bpe-dir)")
         n = len(sizes) if args.max_sentences is None else min(args.max_sentences, len(sizes))
         try:
             found[side] = PositionCategories(tags, bpe, sizes[:n], side)
         except ValueError as e:
-            raise SystemExit(f"fusion-lexical-probe: {e}")
+            fail(f"fusion-lexical-probe: {e}")
     return found
 
 
 def main(args):
     splits = {"train": args.train_split, "valid": args.valid_split, "test": args.split}
     if len(set(splits.values())) < 3:
-        raise SystemExit(f"fusion-lexical-probe: --train-split, --valid-split and --split must differ, got {splits}")
+        fail(f"fusion-lexical-probe: --train-split, --valid-split and --split must differ, got {splits}")
     model, task, cfg = load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
     task.load_dataset(args.split)
     categories = pos_categories(args, task)

@@ -19,6 +19,7 @@ from ..modules.phrase_segmentation import ROUNDINGS
 from ..tasks.phrase_spans import ngram_spans
 from ..tasks.translation_with_phrases import format_spans, span_path
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -76,7 +77,7 @@ def main(args):
     bpe_path = args.bpe or os.path.join(args.data, "tok", f"{args.split}.bpe.{args.source_lang}")
     for path, flag in ((args.parse, "--parse"), (bpe_path, "--bpe")):
         if not os.path.exists(path):
-            sys.exit(f"fusion-parse-spans: {flag} {path}: no such file")
+            fail(f"fusion-parse-spans: {flag} {path}: no such file")
     with open(args.parse, encoding="utf-8") as f:
         trees = [line.rstrip("\n") for line in f]
     with open(bpe_path, encoding="utf-8") as f:
@@ -98,7 +99,7 @@ def main(args):
             if sum(lengths) != size - 1 and len(errors) < args.max_errors:
                 errors.append(f"{bpe_path} line {i}: {sum(lengths)} sub-words but binarized sentence {i} has {size - 1}")
     if errors:
-        sys.exit("fusion-parse-spans: no span file written:\n" + "\n".join(errors))
+        fail("fusion-parse-spans: no span file written:\n" + "\n".join(errors))
     out = args.output or span_path(args.data, args.split, args.source_lang, args.target_lang)
     atomic_files.write_lines(out, [format_spans(lengths) for lengths in spans])
     n_phrases = sum(len(s) for s in spans)

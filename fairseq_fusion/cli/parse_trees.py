@@ -9,13 +9,13 @@ parser with pre-tokenized input (``pip install stanza``, then ``stanza.download(
 lines n-gram spans (``--fallback ngram``) and reports them again.
 """
 import argparse
-import sys
 
 from tqdm import tqdm
 
 from .. import atomic_files
 from ..tasks.phrase_spans import PARSERS
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -49,7 +49,7 @@ def main(args, parser=None):
     try:
         parser = parser or PARSERS[args.parser](args.lang, args.model_dir, args.batch_size)
     except (ImportError, RuntimeError) as e:
-        sys.exit(f"fusion-parse-trees: {e}")
+        fail(f"fusion-parse-trees: {e}")
     trees = parse_file(parser, lines, args.batch_size)
     failed = [i for i, t in enumerate(trees, start=1) if t is None]
     atomic_files.write_lines(args.output, [tree or "" for tree in trees])

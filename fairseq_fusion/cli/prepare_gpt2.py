@@ -14,12 +14,12 @@ import argparse
 import json
 import os
 import shutil
-import sys
 
 from tqdm import tqdm
 
 from .prepare_text import binarize, read_lines, write_lines
 from ._tools import description_of
+from ..errors import fail
 
 GPT2_FILES = ("encoder.json", "vocab.bpe", "dict.txt")
 
@@ -48,10 +48,10 @@ def main(args):
 
     missing = [f for f in GPT2_FILES if not os.path.isfile(os.path.join(args.gpt2_dir, f))]
     if missing:
-        sys.exit(f"fusion-prepare-gpt2: --gpt2-dir {args.gpt2_dir} lacks {', '.join(missing)} "
+        fail(f"fusion-prepare-gpt2: --gpt2-dir {args.gpt2_dir} lacks {', '.join(missing)} "
                  f"(fairseq's GPT-2 BPE files: https://dl.fbaipublicfiles.com/fairseq/gpt2_bpe/)")
     if args.truncate_source is not None and args.truncate_source < 1:
-        sys.exit(f"fusion-prepare-gpt2: --truncate-source must be >= 1, got {args.truncate_source}")
+        fail(f"fusion-prepare-gpt2: --truncate-source must be >= 1, got {args.truncate_source}")
     src, tgt = args.source_lang, args.target_lang
     os.makedirs(os.path.join(args.destdir, "tok"), exist_ok=True)
     gpt2 = os.path.join(args.destdir, "gpt2")
@@ -65,7 +65,7 @@ def main(args):
     for split, prefix in splits:
         raw = {lang: read_lines(prefix, lang, args.max_lines) for lang in (src, tgt)}
         if len(raw[src]) != len(raw[tgt]):
-            sys.exit(f"fusion-prepare-gpt2: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
+            fail(f"fusion-prepare-gpt2: {prefix}.{src} has {len(raw[src])} lines but {prefix}.{tgt} has {len(raw[tgt])}")
         if args.truncate_source:
             raw[src] = [" ".join(line.split()[: args.truncate_source]) for line in raw[src]]
         for lang in (src, tgt):

@@ -11,6 +11,7 @@ import os
 from .. import atomic_files
 from ..analysis import common, evaluation
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -34,19 +35,19 @@ def get_parser():
 def main(args):
     for flag, path in (("--hyp", args.hyp), ("--ref", args.ref)):
         if not os.path.exists(path):
-            raise SystemExit(f"fusion-score-bleu: {flag} {path}: no such file")
+            fail(f"fusion-score-bleu: {flag} {path}: no such file")
     if args.hyp_format == "generate":
         hyps = evaluation.read_generate_output(args.hyp)["H"]
     else:
         hyps = evaluation.read_lines(args.hyp)
     refs = evaluation.read_lines(args.ref)
     if len(hyps) != len(refs):
-        raise SystemExit(f"fusion-score-bleu: --hyp {args.hyp} has {len(hyps)} sentences but --ref {args.ref} has {len(refs)}")
+        fail(f"fusion-score-bleu: --hyp {args.hyp} has {len(hyps)} sentences but --ref {args.ref} has {len(refs)}")
     detok = hyps if args.hyp_format == "detok" else evaluation.detokenize(hyps, args.target_lang, args.detruecase)
     try:
         result = evaluation.score(detok, refs, args.target_lang, args.detok_only, args.split, args.sacrebleu_tokenize)
     except ValueError as e:
-        raise SystemExit(f"fusion-score-bleu: {e}")
+        fail(f"fusion-score-bleu: {e}")
     result.update(hyp=args.hyp, ref=args.ref, sentences=len(refs))
     print(f"sacreBLEU (detokenized): {result['sacrebleu']['text']}")
     print(f"sacreBLEU signature: {result['sacrebleu']['signature']}")

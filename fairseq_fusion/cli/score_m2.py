@@ -10,6 +10,7 @@ import argparse
 from ..analysis import common, evaluation
 from ..analysis.m2 import M2FormatError, score_m2
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -37,7 +38,7 @@ def main(args):
         r = score_m2(hyps, args.gold, beta=args.beta, max_unchanged_words=args.max_unchanged_words,
                      ignore_whitespace_casing=args.ignore_whitespace_casing, hyp_name=args.hyp)
     except (M2FormatError, ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"fusion-score-m2: {e}")
+        fail(f"fusion-score-m2: {e}")
     c = r["counts"]
     print(f"| M2: P {100 * r['precision']:.2f} R {100 * r['recall']:.2f} F{args.beta:g} {100 * r['f_beta']:.2f} "
           f"(correct {c['correct']}, proposed {c['proposed']}, gold {c['gold']}; {c['sentences']} sentences)")

@@ -12,6 +12,7 @@ import re
 from ..analysis import common, evaluation
 from ..analysis.rouge import rouge_scores
 from ._tools import description_of
+from ..errors import fail
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -39,7 +40,7 @@ def main(args):
         hyps = evaluation.read_lines(args.hyp)
     refs = evaluation.read_lines(args.ref)
     if len(hyps) != len(refs):
-        raise SystemExit(f"fusion-score-rouge: {args.hyp} has {len(hyps)} summaries but {args.ref} has {len(refs)}")
+        fail(f"fusion-score-rouge: {args.hyp} has {len(hyps)} summaries but {args.ref} has {len(refs)}")
     scores = rouge_scores([split_sentences(h) for h in hyps], refs)
     for name, s in scores.items():
         print(f"| {name}: F {s['f']:.2f} P {s['p']:.2f} R {s['r']:.2f}")

@@ -16,6 +16,7 @@ import os
 from ..analysis import lexical_gates as gates
 from ..analysis.common import add_common_args, load_model, locked, write_outputs
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -37,7 +38,7 @@ def main(args):
         try:
             result = gates.gate_statistics(model, task, args.split, args.max_tokens, args.max_sentences, args.bins)
         except ValueError as e:
-            raise SystemExit(f"fusion-shortcut-gates: --path {path}: {e}")
+            fail(f"fusion-shortcut-gates: --path {path}: {e}")
         del model
         print(f"| {path}")
         for name, s in result.items():

@@ -9,6 +9,7 @@ import argparse
 from ..analysis import common, evaluation
 from .bleu_by_length import parse_systems
 from ._tools import description_of
+from ..errors import fail
 
 
 def get_parser():
@@ -29,7 +30,7 @@ def main(args):
     (base_name, base_path), = parse_systems([args.baseline]).items()
     systems = parse_systems(args.sys)
     if base_name in systems:
-        raise SystemExit(f"--sys: {base_name!r} is the baseline's name")
+        fail(f"--sys: {base_name!r} is the baseline's name")
     try:
         if args.test == "sign":
             result = evaluation.sign_test(
@@ -46,7 +47,7 @@ def main(args):
             {n: evaluation.read_lines(p) for n, p in systems.items()},
             args.test, args.n_samples, base_name, args.tokenized)
     except ValueError as e:
-        raise SystemExit(f"fusion-significance: {e}")
+        fail(f"fusion-significance: {e}")
     print(result["signature"])
     for s in result["systems"]:
         p = "" if s["p_value"] is None else f"  p = {s['p_value']:.4f}{' *' if s['p_value'] < 0.05 else ''}"

@@ -115,10 +115,10 @@ def main(args):
     curves, logs = {}, {}
     for path, label in log_labels(args.logs, args.labels):
         if not os.path.isfile(path):
-            raise SystemExit(f"fusion-training-curve: {path}: no such log file")
+            fail(f"fusion-training-curve: {path}: no such log file")
         points = read_log(path, args.subset)
         if not points:
-            raise SystemExit(f"fusion-training-curve: {path} has no '{args.subset}' validation lines with num_updates "
+            fail(f"fusion-training-curve: {path} has no '{args.subset}' validation lines with num_updates "
                              "(expected fairseq-train's simple or json log)")
         curves[label], logs[label] = points, path
     for label, points in curves.items():
