@@ -1,6 +1,8 @@
-"""fairseq-hydra-train: YAML model sections, the shipped configs, and the same model as the --arch path."""
+"""fairseq-hydra-train: YAML model sections, the shipped configs (run from the repository root and from elsewhere),
+and the same model as the --arch path; fusion-user-dir."""
 import argparse
 import os
+import subprocess
 import sys
 
 import pytest
@@ -123,3 +125,57 @@ def test_hydra_train_equals_fairseq_train(multi30k_slice, tmp_path):
     assert any(k.startswith("decoder.output_fusion.") for k in h_params)  # SurfaceFusion is in the model
     for k in h_params:
         assert torch.equal(h_params[k], l_params[k]), k
+
+
+def tiny_run_overrides():
+    """A few CPU updates of a tiny model, as hydra overrides (validation off: only the training is timed here)."""
+    return ["task.source_lang=en", "task.target_lang=de", "common.fp16=false", "common.cpu=true", "common.seed=1",
+            "optimization.max_update=2", "optimization.update_freq=[1]", "dataset.max_tokens=1500", "dataset.num_workers=0",
+            "dataset.disable_validation=true", *[f"++model.{k}={v}" for k, v in TINY.items()]]
+
+
+def test_fusion_user_dir_prints_the_plugin_folder(capsys):
+    """fusion-user-dir: the folder fairseq's --user-dir / common.user_dir needs (this checkout's, installed editable)."""
+    from fairseq_fusion.cli import user_dir
+
+    user_dir.cli_main([])
+    printed = capsys.readouterr().out
+    assert printed == os.path.join(REPO, "fairseq_fusion") + "\n" and os.path.isfile(os.path.join(printed.strip(), "__init__.py"))
+
+
+def test_shipped_config_trains_from_the_repository_root(multi30k_slice, tmp_path):
+    """README's command from the repository root, with the config's own relative common.user_dir: hydra stays in
+    the root (no outputs/DATE/TIME), so relative task.data and checkpoint.save_dir are relative to it."""
+    arch = settings.HYDRA_HEADLINE["liu"][1]
+    data, save = os.path.relpath(multi30k_slice, REPO), os.path.relpath(str(tmp_path / "ckpt"), REPO)
+    log = os.path.join(REPO, "hydra_train.log")  # hydra's own log, written where the command runs (git-ignored)
+    had_log = os.path.exists(log)
+    try:
+        run_cli(["fairseq-hydra-train", "--config-dir", "recipes/hydra", "--config-name", arch, f"task.data={data}",
+                 f"checkpoint.save_dir={save}", *tiny_run_overrides()], cwd=REPO)
+    finally:
+        if not had_log and os.path.exists(log):
+            os.remove(log)
+    ckpt = load_checkpoint(str(tmp_path / "ckpt" / "checkpoint_last.pt"))
+    assert ckpt["optimizer_history"][-1]["num_updates"] == 2
+    assert ckpt["cfg"]["common"]["user_dir"] == "fairseq_fusion" and ckpt["cfg"]["model"]["_name"] == arch
+
+
+def test_shipped_config_trains_from_another_directory(multi30k_slice, tmp_path):
+    """README's command from any other directory: --config-dir "$REPO/recipes/hydra" and
+    common.user_dir=$(fusion-user-dir), through a shell as typed; the default relative save_dir (checkpoints) and a
+    relative task.data are relative to that directory."""
+    arch = settings.HYDRA_HEADLINE["liu"][1]
+    where = tmp_path / "elsewhere"
+    where.mkdir()
+    command = (f'fairseq-hydra-train --config-dir "$REPO/recipes/hydra" --config-name {arch} '
+               f'task.data={os.path.relpath(multi30k_slice, str(where))} common.user_dir=$(fusion-user-dir) '
+               + " ".join(tiny_run_overrides()))
+    proc = subprocess.run(["bash", "-c", command], cwd=str(where), capture_output=True, text=True,
+                          env=dict(os.environ, REPO=REPO, OMP_NUM_THREADS="1",
+                                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ckpt = load_checkpoint(str(where / "checkpoints" / "checkpoint_last.pt"))
+    assert ckpt["optimizer_history"][-1]["num_updates"] == 2
+    assert ckpt["cfg"]["common"]["user_dir"] == os.path.join(REPO, "fairseq_fusion")
+    assert sorted(os.listdir(where)) == ["checkpoints", "hydra_train.log"]  # no outputs/ or .hydra/ folder
