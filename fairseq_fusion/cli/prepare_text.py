@@ -1,4 +1,4 @@
-"""fusion-prepare: raw parallel text -> Moses tokens -> joint BPE -> fairseq-preprocess.
+"""fusion-prepare-text: raw parallel text -> Moses tokens -> joint BPE -> fairseq-preprocess.
 
 Reads ``PREFIX.LANG`` or ``PREFIX.LANG.gz`` for each split, tokenizes with sacremoses (or keeps the tokens: ``--tokenizer none``),
 learns joint BPE on the training data of both languages (subword-nmt, or fastBPE for
@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from .. import data_paths
 from ..errors import fail
-from ._tools import console_script
+from ._tools import console_script, description_of
 
 
 def read_lines(prefix, lang, max_lines=None):
@@ -209,56 +209,59 @@ def apply_bpe(codes_path, in_path, out_path, tool, vocab_path=None, vocab_thresh
 
 
 def get_parser():
-    p = argparse.ArgumentParser(prog="fusion-prepare", description=__doc__.split("\n")[0])
-    p.add_argument("--source-lang", "-s", required=True)
-    p.add_argument("--target-lang", "-t", required=True)
-    p.add_argument("--trainpref", default=None, help="prefix of the raw training files (required unless --add-test)")
-    p.add_argument("--validpref", default=None, help="prefix of the raw validation files (required unless --add-test)")
+    p = argparse.ArgumentParser(prog="fusion-prepare-text", description=description_of(__doc__))
+    p.add_argument("--source-lang", "-s", required=True, help="Source language code, the suffix of the files (e.g. en).")
+    p.add_argument("--target-lang", "-t", required=True, help="Target language code, the suffix of the files (e.g. de).")
+    p.add_argument("--trainpref", default=None,
+                   help="Prefix of the raw training files, PREFIX.SRC and PREFIX.TGT (.gz ok; required unless --add-test).")
+    p.add_argument("--validpref", default=None,
+                   help="Prefix of the raw validation files (required unless --add-test).")
     p.add_argument("--add-test", default=None, metavar="PREFIX[,PREFIX]",
-                   help="add test sets to an existing --destdir: processed with its tokenizer, truecaser, BPE codes and "
-                   "dictionaries (nothing is re-learned), binarized as the next free test, test1, test2, ...")
-    p.add_argument("--testpref", default=None, help="comma-separated prefixes of test sets")
-    p.add_argument("--destdir", required=True, help="output: tokenized, BPE and binarized data (a new or empty folder, "
-                   "unless --overwrite)")
+                   help="Add test sets to an existing --destdir: they are processed with its tokenizer, truecaser, BPE "
+                   "codes and dictionaries (nothing is re-learned) and binarized as the next free test, test1, test2, ....")
+    p.add_argument("--testpref", default=None, help="Comma-separated prefixes of the raw test sets.")
+    p.add_argument("--destdir", required=True, help="Output folder for the tokenized, BPE'd and binarized data (a new or "
+                   "empty folder, unless --overwrite).")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace a --destdir that is not empty (e.g. prepared before with other settings); the old "
-                   "folder stays as it is until the new one is complete")
-    p.add_argument("--bpe-merges", type=int, default=4000)
+                   help="Replace a --destdir that is not empty (e.g. prepared before with other settings); the old "
+                   "folder stays as it is until the new one is complete.")
+    p.add_argument("--bpe-merges", type=int, default=4000, help="Number of BPE merge operations (default: 4000).")
     p.add_argument("--bpe-tool", choices=["subword-nmt", "fastbpe"], default="subword-nmt",
-                   help="tool that applies the codes (they are always learned with subword-nmt)")
-    p.add_argument("--max-lines", type=int, default=None, help="use only the first N lines of each split")
-    p.add_argument("--max-len", type=int, default=250, help="drop training pairs longer than this")
-    p.add_argument("--max-ratio", type=float, default=9.0, help="drop training pairs with a larger length ratio")
+                   help="The tool that applies the codes (they are always learned with subword-nmt).")
+    p.add_argument("--max-lines", type=int, default=None, help="Use only the first N lines of each split.")
+    p.add_argument("--max-len", type=int, default=250, help="Drop training pairs with a side longer than this many tokens.")
+    p.add_argument("--max-ratio", type=float, default=9.0, help="Drop training pairs with a larger length ratio.")
     p.add_argument("--truecase", action="store_true",
-                   help="train a Moses truecaser per language on the tokenized training data and truecase every split")
+                   help="Train a Moses truecaser per language on the tokenized training data and truecase every split.")
     p.add_argument("--bpe-vocab-threshold", type=int, default=None, metavar="N",
                    help="subword-nmt --vocabulary-threshold: produce only subwords seen >= N times in that "
-                        "language's BPE'd training data (default: no filter)")
+                        "language's BPE'd training data (default: no filter).")
     p.add_argument("--normalize-punctuation", action="store_true",
                    help="Moses punctuation normalization and non-printing-character removal before tokenizing "
-                   "(fairseq's WMT prepare scripts; the recipes turn it on for WMT data)")
+                   "(fairseq's WMT prepare scripts; the recipes turn it on for WMT data).")
     p.add_argument("--zh-segmenter", choices=["jieba", "none"], default="jieba",
-                   help="word segmentation of Chinese (zh) before tokenizing: jieba (default) or none for text that is "
-                   "already segmented (unsegmented text is refused)")
+                   help="Word segmentation of Chinese (zh) before tokenizing: jieba (default) or none for text that is "
+                   "already segmented (unsegmented text is refused).")
     p.add_argument("--tokenizer", choices=["moses", "none"], default="moses",
-                   help="moses (default): sacremoses; none: the text is already tokenized and stays so, e.g. the GEC "
-                   "corpora, whose M2 edit offsets count their tokens")
+                   help="The tokenizer: moses (default, sacremoses) or none, for text that is already tokenized and stays "
+                   "so, e.g. the GEC corpora, whose M2 edit offsets count their tokens.")
     p.add_argument("--separate-dictionaries", action="store_true",
-                   help="one dictionary per language (default: a joined dictionary, which --share-all-embeddings needs)")
+                   help="One dictionary per language (default: a joined dictionary, which --share-all-embeddings needs).")
     p.add_argument("--separate-bpe", action="store_true",
-                   help="learn BPE codes per language (bpe.codes.SRC, bpe.codes.TGT; default: joint codes, as the papers)")
+                   help="Learn BPE codes per language (bpe.codes.SRC, bpe.codes.TGT; default: joint codes, as the papers).")
     g = p.add_argument_group("already preprocessed data (e.g. Google's WMT16 En-De, Lee et al.'s WMT16 En-Ro)")
     g.add_argument("--preprocessed", action="store_true",
-                   help="the --trainpref/--validpref/--testpref files are already tokenized and BPE'd: only binarize them")
+                   help="The --trainpref/--validpref/--testpref files are already tokenized and BPE'd: only binarize them.")
     g.add_argument("--bpe-codes", default=None, metavar="FILE",
-                   help="with --preprocessed: the release's BPE codes (subword-nmt format), kept so that new text "
-                   "(analyses, --add-test) is processed the same way (Moses tokens, these codes)")
+                   help="With --preprocessed: the release's BPE codes (subword-nmt format), kept so that new text "
+                   "(analyses, --add-test) is processed the same way (Moses tokens, these codes).")
     g.add_argument("--raw-testpref", default=None, metavar="PREFIX[,PREFIX]",
-                   help="with --preprocessed: untokenized text of the test sets (same order and lines), "
-                   "the references sacreBLEU scores against")
+                   help="With --preprocessed: the untokenized text of the test sets (same order and lines), "
+                   "the references sacreBLEU scores against.")
     g.add_argument("--nwords", type=int, default=None,
-                   help="with --preprocessed: keep this many dictionary entries (fairseq-preprocess --nwordssrc/--nwordstgt)")
-    p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)))
+                   help="With --preprocessed: keep this many dictionary entries (fairseq-preprocess --nwordssrc/--nwordstgt).")
+    p.add_argument("--workers", type=int, default=max(1, min(4, os.cpu_count() or 1)),
+                   help="Processes for tokenizing and binarizing (default: up to 4, the CPU count).")
     return p
 
 
