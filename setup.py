@@ -15,7 +15,8 @@ def console_scripts():
                 if "def cli_main(" in f.read():
                     mod = name[:-3]
                     scripts.append(f"fusion-{mod.replace('_', '-')} = fairseq_fusion.cli.{mod}:cli_main")
-    return scripts
+    # located without importing the package, so $(fusion-user-dir) answers at once
+    return scripts + ["fusion-user-dir = fusion_user_dir:cli_main"]
 
 
 setup(
@@ -23,6 +24,7 @@ setup(
     version="0.1.0",
     description="Five Transformer NMT papers as options of one fairseq model (fairseq --user-dir plugin)",
     packages=find_packages(include=["fairseq_fusion", "fairseq_fusion.*"]),
+    py_modules=["fusion_user_dir"],
     python_requires=">=3.8",
     # torch and fairseq are not declared: `make install` installs them (see README: which fairseq build, and
     # why; a declared fairseq would pull torchaudio and another torch). Everything else the package imports is.

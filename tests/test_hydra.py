@@ -136,9 +136,9 @@ def tiny_run_overrides():
 
 def test_fusion_user_dir_prints_the_plugin_folder(capsys):
     """fusion-user-dir: the folder fairseq's --user-dir / common.user_dir needs (this checkout's, installed editable)."""
-    from fairseq_fusion.cli import user_dir
+    import fusion_user_dir
 
-    user_dir.cli_main([])
+    fusion_user_dir.cli_main([])
     printed = capsys.readouterr().out
     assert printed == os.path.join(REPO, "fairseq_fusion") + "\n" and os.path.isfile(os.path.join(printed.strip(), "__init__.py"))
 
