@@ -206,6 +206,65 @@ def test_help_of_every_script(task):
     assert "unknown option --bogus" in run_recipe(task, "prepare", "--bogus", check=False).stderr
 
 
+RECIPE_SH = open(os.path.join(REPO, "recipes", "common", "recipe.sh")).read()
+
+
+def shell_function(src, name):
+    return re.search(rf"^{name}\(\) \{{.*?^\}}", src, re.S | re.M).group(0)
+
+
+def parsed_options(src):
+    """The options a bash parser takes: case patterns (``--x)``, ``-t|--target-lang)``) and tests (``== --x``)."""
+    flags = {f for pattern in re.findall(r"^\s*((?:-[\w-]+\|?)+)\)[ \t]+\S", src, re.M) for f in pattern.split("|")}
+    return (flags | set(re.findall(r"== (--[\w-]+)", src))) - {"-h", "--help"}
+
+
+def documented_options(help_text):
+    """The options of a --help: in its usage lines and at the start of its option lines ("  --x ARG  what")."""
+    usage = help_text.split("\n\n")[0]
+    heads = [re.split(r"\s{2,}", line.strip())[0] for line in help_text.splitlines() if re.match(r"^  -", line)]
+    return set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", usage + "\n" + "\n".join(heads)))
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_help_describes_the_options_the_scripts_take(task):
+    """Each step's --help names exactly the options its parser takes and that work for the task: --preprocessed /
+    --from-raw where a paper trained on a release, --hyp where the metric is BLEU, --paper / --reverse where prepare.sh
+    prepares more than the task's one setting and direction (cnndm, conll14 refuse them)."""
+    spec = settings.TASKS[task]
+    own = spec.get("own_prepare", False)
+    common = parsed_options(shell_function(RECIPE_SH, "parse_common")) - ({"--paper", "--reverse"} if own else set())
+    script = open(os.path.join(REPO, "recipes", task, "prepare.sh")).read()
+    if "recipe_prepare" in script:
+        prepare = parsed_options(shell_function(RECIPE_SH, "recipe_prepare"))
+        if not any(settings.data_settings(task, p)["preprocessed"] for p in spec["papers"]):
+            prepare -= {"--preprocessed", "--from-raw"}
+    else:
+        prepare = parsed_options(script)
+    train = parsed_options(shell_function(RECIPE_SH, "recipe_train"))
+    evaluate = parsed_options(shell_function(RECIPE_SH, "recipe_evaluate")) - {"--hyp"}
+    if spec.get("metric", "bleu") == "bleu":
+        evaluate |= parsed_options(shell_function(RECIPE_SH, "score_only"))
+    for step, expected in (("prepare", prepare), ("train", train), ("evaluate", evaluate)):
+        assert documented_options(run_recipe(task, step, "--help").stdout) == common | expected, step
+    if own:
+        for step, args in (("prepare", ["--reverse"]), ("train", ["fusion_transformer", "--paper", "vaswani"])):
+            proc = run_recipe(task, step, *args, env={"N_GPUS": "0"}, check=False)
+            assert proc.returncode == 2 and proc.stderr.startswith("error: --"), (step, proc.stderr)
+
+
+def test_benchmark_and_compare_help(tmp_path):
+    """recipes/benchmark/run.sh and recipes/compare/multi30k.sh --help: usage only (nothing prepared or run), naming
+    each environment variable the script reads."""
+    for script in ("benchmark/run.sh", "compare/multi30k.sh"):
+        path = os.path.join(REPO, "recipes", script)
+        proc = subprocess.run(["bash", path, "--help"], capture_output=True, text=True, cwd=str(tmp_path),
+                              env=dict(os.environ, BIN=str(tmp_path / "bin"), WORK=str(tmp_path / "work"), DATA=str(tmp_path / "none")))
+        assert proc.returncode == 0 and "flag (fusion-" in proc.stdout and not os.listdir(tmp_path), proc.stderr
+        read = set(re.findall(r"\$\{([A-Z_]+):[-+]", open(path).read()))
+        assert read <= set(re.findall(r"\b([A-Z]+)=", proc.stdout)), script
+
+
 def test_prepare_rejects_incomplete_local_folder(tmp_path):
     (tmp_path / "train.en").write_text("a\n")
     proc = run_recipe("wmt14_en_de", "prepare", "--local", str(tmp_path), "--work", str(tmp_path / "w"), check=False)

@@ -7,7 +7,7 @@ set -euo pipefail
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
   echo "recipes/benchmark/run.sh: fusion-benchmark of archs against fairseq's transformer on binarized Multi30k"
   sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
-  echo "DATA (default ../shared/data beside the repository) is where BIN is prepared from (DATA/multi30k)."
+  echo "DATA=DIR (default ../shared/data beside the repository): BIN is prepared from DIR/multi30k."
   echo "Any further argument is a fusion-benchmark flag (fusion-benchmark --help)."
   exit 0
 fi

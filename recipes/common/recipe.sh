@@ -410,7 +410,7 @@ splitting for German and French, characters for Chinese), through fusion-score-b
 usage: recipes/$TASK/evaluate.sh ARCH $syn[--work DIR] [--checkpoint FILE]
                                   [--subset test|test1|...] [--beam N] [--lenpen X]
 EOF
-    [[ "$METRIC" == bleu ]] && echo "       recipes/$TASK/evaluate.sh --hyp FILE --ref FILE [--hyp-format tok|detok|generate] [-t LANG] [--out PREFIX]"
+    [[ "$METRIC" == bleu ]] && echo "       recipes/$TASK/evaluate.sh --hyp FILE --ref FILE [--hyp-format tok|detok|generate] [-t|--target-lang LANG] [--out PREFIX]"
     cat <<EOF
 
 Evaluates ARCH trained by train.sh with its settings: averages the last N checkpoints (N from the
