@@ -14,6 +14,10 @@ from . import errors, quiet
 errors.install()  # the plugin's refusals as one line (errors.py)
 quiet.install()  # before fairseq is imported: its import-time notices (see quiet.py)
 
+from . import torch_version  # noqa: E402
+
+torch_version.check_torch()  # torch >= the oldest tested, or one line saying so
+
 from . import checkpoint_safety, distributed_cpu, entry_checks, fairseq_fixes  # noqa: E402
 
 checkpoint_safety.allow_fairseq_checkpoint_globals()

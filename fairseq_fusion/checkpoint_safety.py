@@ -16,6 +16,11 @@ import torch
 from .errors import FusionError
 
 
+OMEGACONF_VALUE_NODES = (
+    "AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode", "EnumNode", "PathNode", "BytesNode",
+)
+
+
 def fairseq_checkpoint_globals():
     """The classes a fairseq checkpoint or a broadcast training state may pickle."""
     classes = [argparse.Namespace, collections.defaultdict, typing.Any]
@@ -24,10 +29,11 @@ def fairseq_checkpoint_globals():
         from omegaconf.base import ContainerMetadata, Metadata
 
         classes += [DictConfig, ListConfig, ContainerMetadata, Metadata]
-        classes += [
-            nodes.AnyNode, nodes.StringNode, nodes.IntegerNode, nodes.FloatNode,
-            nodes.BooleanNode, nodes.EnumNode, nodes.PathNode, nodes.BytesNode,
-        ]
+        # omegaconf >= 2.1 records these builtins in a container's metadata (object_type, a list's key_type)
+        classes += [dict, list, int]
+        # the value nodes this omegaconf has: PathNode and BytesNode came with omegaconf 2.2, and fairseq
+        # 0.12.2 pins omegaconf < 2.1
+        classes += [getattr(nodes, name) for name in OMEGACONF_VALUE_NODES if hasattr(nodes, name)]
     except ImportError:  # omegaconf comes with fairseq; without it there is nothing to add
         pass
     return classes + numpy_array_globals()
