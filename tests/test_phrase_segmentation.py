@@ -8,6 +8,7 @@ from fairseq_fusion.modules.phrase_segmentation import (
     PhraseSegmenter,
     ngram_phrase_ids,
     ngram_phrase_size,
+    ngram_segmentation_size,
     segmentation_from_ids,
     span_phrase_ids,
 )
@@ -133,3 +134,25 @@ def test_ngram_ids_match_reference_for_every_length(rounding):
         expected = [p for p, phrase in enumerate(reference_phrases(n, rounding)) for _ in phrase]
         assert ids[b, -n:].tolist() == expected
         assert (ids[b, :-n] == -1).all()
+
+
+@pytest.mark.parametrize("rounding", ["ceil", "floor"])
+def test_segmentation_size_from_the_padded_length_fits_every_shorter_sentence(rounding):
+    for seq_len in range(1, 120):
+        phrases = [reference_phrases(n, rounding) for n in range(1, seq_len + 1)]
+        expected = max(len(p) for p in phrases), max(len(ph) for p in phrases for ph in p)
+        assert ngram_segmentation_size(seq_len, rounding) == expected, seq_len
+
+
+def test_segmentation_sized_from_the_padded_length_has_the_same_phrases(monkeypatch):
+    """Off the CPU, P x M come from the padded length (no host read): the same phrases, more empty slots."""
+    from fairseq_fusion import host_sync
+
+    tokens = padded_batch([19, 7, 2])  # 19 tokens: 5 phrases of 4; the size for 18 tokens: 6 phrases
+    exact = PhraseSegmenter("ngram", PAD).segment(tokens, {})
+    monkeypatch.setattr(host_sync, "host_reads_are_free", lambda tensor: False)
+    sized = PhraseSegmenter("ngram", PAD).segment(tokens, {})
+    assert exact.index.shape == (3, 5, 4) and sized.index.shape == (3, 6, 4)
+    for b in range(3):
+        assert phrases_of(sized, b, tokens) == phrases_of(exact, b, tokens)
+    assert sized.phrase_padding_mask[:, 5].all() and not sized.token_mask[:, 5].any()

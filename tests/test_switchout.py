@@ -25,15 +25,22 @@ def expected_n(length, tau, reading):
     return sum(n * x for n, x in enumerate(w)) / sum(w), w[0] / sum(w)
 
 
+@pytest.mark.parametrize("path", ["cpu", "cuda"])
 @pytest.mark.parametrize("tau,reading", [(0.2, "multiply"), (1.0, "multiply"), (0.8, "divide"), (3.0, "divide")])
-def test_replacement_rate_follows_the_temperature(tau, reading):
+def test_replacement_rate_follows_the_temperature(tau, reading, path, monkeypatch):
+    """Both paths: the CPU's (n drawn over 0..longest, read on the host) and CUDA's (0..padded length, no read)."""
+    if path == "cuda":
+        from fairseq_fusion import host_sync
+
+        monkeypatch.setattr(host_sync, "host_reads_are_free", lambda tensor: False)
     d = dictionary()
     rows, length = 20000, 12
     tokens = torch.randint(d.nspecial, d.nspecial + 40, (rows, length))
     tokens[:, -1] = d.eos()
+    tokens[:, :2] = d.pad()  # the padded length, above every sentence's, matters on the CUDA path
     g = torch.Generator().manual_seed(0)
     out, replaced = switchout(tokens, tau, d, reading, generator=g)
-    words = length - 1
+    words = length - 3
     mean, p0 = expected_n(words, tau, reading)
     counts = replaced.sum(1).double()
     # n ~ P(n), then Binomial(words, n / words) replacements: mean E[n]; P(no replacement) >= P(n = 0)

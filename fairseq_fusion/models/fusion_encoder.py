@@ -21,6 +21,7 @@ from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerEncoderBase
 from torch import Tensor
 
+from .. import host_sync
 from .layer_checkpoint import checkpoint_layer
 from .fusion_layers import FusionEncoderLayer, enumerate_layers
 
@@ -37,8 +38,9 @@ ENCODER_OUT_BATCH_DIMS = {
 }
 # which input sentence each row of the encoder output encodes (B,): beam search reorders the output at every
 # step, but while each row keeps a row of the same sentence (the batch unchanged, beams permuted) no value
-# changes, so ``reorder_encoder_out`` skips the copies (the same reasoning as fairseq's encoder-decoder
-# attention, which skips reordering its static keys while the batch size is unchanged; exact here for any order)
+# changes, so ``reorder_encoder_out`` skips the copies (the same reasoning as fairseq's encoder-decoder attention,
+# which skips reordering its static keys while the batch size is unchanged; exact here for any order). Only on the
+# CPU: on CUDA the check would be a host sync per beam step (``host_sync``)
 ROW_SENTENCE = "fusion_row_sentence"
 
 
@@ -46,7 +48,8 @@ def reorder_tensor_lists(out: Dict[str, List[Tensor]], batch_dims: Dict[str, int
     """Index every tensor of ``out`` along its batch dim; a key without a known dim is an error.
 
     With ``out[ROW_SENTENCE]``, an order under which every row gets a row of the same sentence
-    returns ``out`` as it is (its values would not change)."""
+    returns ``out`` as it is (its values would not change); only on the CPU, where the check
+    (``torch.equal``) costs no host sync."""
     unknown = sorted(set(out) - set(batch_dims))
     if unknown:
         raise KeyError(
@@ -54,7 +57,7 @@ def reorder_tensor_lists(out: Dict[str, List[Tensor]], batch_dims: Dict[str, int
             "the encoder's extra_out_batch_dims so beam search can reorder them"
         )
     rows = out.get(ROW_SENTENCE)
-    if rows is not None and len(rows) == 1 and new_order.numel() == rows[0].numel():
+    if rows is not None and len(rows) == 1 and new_order.numel() == rows[0].numel() and host_sync.host_reads_are_free(new_order):
         if torch.equal(rows[0].index_select(0, new_order), rows[0]):
             return dict(out)
     return {

@@ -29,7 +29,7 @@ Readings (defaults reproduce Table 1 exactly: +33.60M for k=2, +37.79M for k=3 a
   + AGG_k) = +33.60M / +37.79M (Table 1: +33.6M / +37.8M); shared-query + all = +36.7M / +49.3M.
 Incremental decoding: the keys/values of the earlier target positions of every attended
 lower layer are cached in ``incremental_state`` under this module's key ``lower_layers``
-(with their padding mask) and reordered in ``reorder_incremental_state``.
+(with their padding mask, None while no step had padding) and reordered in ``reorder_incremental_state``.
 """
 import logging
 import math
@@ -133,17 +133,25 @@ class MultiLayerSelfAttention(MultiheadAttention):
         if incremental_state is None:
             return kvs, key_padding_mask
         tgt_len, bsz = kvs[0][0].shape[:2]
-        if key_padding_mask is None:
-            key_padding_mask = kvs[0][0].new_zeros(bsz, tgt_len, dtype=torch.bool)
         cache = self.get_incremental_state(incremental_state, LOWER_CACHE)
+        earlier_mask = None if cache is None else cache["padding_mask"]
+        # the decoder passes a mask only for steps with padding: while none had any, there is no mask (decided
+        # without reading it, which would be a host sync per layer and step on CUDA)
+        if key_padding_mask is not None or earlier_mask is not None:
+            if key_padding_mask is None:
+                key_padding_mask = kvs[0][0].new_zeros(bsz, tgt_len, dtype=torch.bool)
+            key_padding_mask = key_padding_mask.bool()
+            if cache is not None:
+                if earlier_mask is None:
+                    earlier_mask = key_padding_mask.new_zeros(bsz, cache["k0"].size(0))
+                key_padding_mask = torch.cat([earlier_mask, key_padding_mask], 1)
         if cache is not None:
             kvs = [(torch.cat([cache[f"k{j}"], k], 0), torch.cat([cache[f"v{j}"], v], 0)) for j, (k, v) in enumerate(kvs)]
-            key_padding_mask = torch.cat([cache["padding_mask"], key_padding_mask.bool()], 1)
-        new_cache: Dict[str, Optional[Tensor]] = {"padding_mask": key_padding_mask.bool()}
+        new_cache: Dict[str, Optional[Tensor]] = {"padding_mask": key_padding_mask}
         for j, (k, v) in enumerate(kvs):
             new_cache[f"k{j}"], new_cache[f"v{j}"] = k, v
         self.set_incremental_state(incremental_state, LOWER_CACHE, new_cache)
-        return kvs, (key_padding_mask if key_padding_mask.any() else None)
+        return kvs, key_padding_mask
 
     def attend(self, q, k, v, key_padding_mask, attn_mask, out_proj=None):
         """Scaled dot-product attention of fairseq's MultiheadAttention (q already scaled) +

@@ -14,11 +14,16 @@ attention over phrases.
   no phrase); ``</s>`` forms one more phrase of its own.
 Both are computed from token ranks (position among the sentence's own tokens), so the
 result does not depend on the side or amount of padding.
+
+P and M are the batch's exact sizes where reading them is free (the CPU). Elsewhere n-gram
+phrases take the sizes every sentence of the padded length fits in (``ngram_segmentation_size``,
+from the shape alone): more empty, masked slots at most, and no host sync per forward.
 """
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
+from .. import host_sync
 from ..errors import FusionError
 
 PHRASE_LENGTHS_KEY = "src_phrase_lengths"
@@ -27,13 +32,21 @@ PHRASE_LENGTHS_KEY = "src_phrase_lengths"
 ROUNDINGS = ("ceil", "floor")
 
 
-def ngram_phrase_size(seql: Tensor, rounding: str = "ceil") -> Tensor:
+def ngram_phrase_size(seql, rounding: str = "ceil"):
     """Footnote 2: ntok = max(min(8, seql / 6), 3), seql / 6 rounded up (ceil) or down (floor),
-    elementwise on sentence lengths."""
+    elementwise on sentence lengths (a tensor, or one length as an int)."""
     if rounding not in ROUNDINGS:
         raise FusionError(f"--phrase-size-rounding: expected one of {list(ROUNDINGS)}, got {rounding!r}")
     size = -((-seql) // 6) if rounding == "ceil" else seql // 6
-    return size.clamp(min=3, max=8)
+    return size.clamp(min=3, max=8) if isinstance(size, Tensor) else min(max(size, 3), 8)
+
+
+def ngram_segmentation_size(seq_len: int, rounding: str = "ceil"):
+    """(P, M): phrase slots and tokens per slot that the n-gram phrases of every sentence of at most
+    ``seq_len`` tokens fit in (the phrase count is not monotone in the length: 18 tokens make 6
+    phrases of 3, 19 make 5 of 4)."""
+    sizes = [(n, ngram_phrase_size(n, rounding)) for n in range(1, seq_len + 1)]
+    return max((-(-n // k) for n, k in sizes), default=1), max((min(n, k) for n, k in sizes), default=1)
 
 
 class Segmentation(NamedTuple):
@@ -73,24 +86,27 @@ def span_phrase_ids(padding_mask: Tensor, phrase_lengths: Tensor) -> Tensor:
     return torch.where(ranks >= 0, ids, ranks)
 
 
-def segmentation_from_ids(phrase_ids: Tensor) -> Segmentation:
-    """Gather index, token mask and phrase padding mask from contiguous per-token phrase ids."""
+def segmentation_from_ids(phrase_ids: Tensor, size=None) -> Segmentation:
+    """Gather index, token mask and phrase padding mask from contiguous per-token phrase ids.
+
+    ``size``: (P, M) that the phrases fit in (no read of the ids on the host); default the exact ones."""
     bsz, seq_len = phrase_ids.shape
+    device = phrase_ids.device
     real = phrase_ids >= 0
-    n_phrases = int(phrase_ids.max()) + 1 if real.any() else 1
     safe_ids = phrase_ids.clamp(min=0)
-    counts = torch.zeros(bsz, n_phrases, dtype=torch.long, device=phrase_ids.device)
+    n_phrases = int(safe_ids.max()) + 1 if size is None else size[0]
+    counts = torch.zeros(bsz, n_phrases, dtype=torch.long, device=device)
     counts.scatter_add_(1, safe_ids, real.long())
     starts = counts.cumsum(dim=1) - counts
     pos = token_ranks(~real) - starts.gather(1, safe_ids)
-    width = max(int(counts.max()), 1)
-    index = torch.zeros(bsz, n_phrases, width, dtype=torch.long, device=phrase_ids.device)
-    token_mask = torch.zeros(bsz, n_phrases, width, dtype=torch.bool, device=phrase_ids.device)
-    b_idx, t_idx = real.nonzero(as_tuple=True)
-    p_idx, m_idx = phrase_ids[b_idx, t_idx], pos[b_idx, t_idx]
-    index[b_idx, p_idx, m_idx] = t_idx
-    token_mask[b_idx, p_idx, m_idx] = True
-    return Segmentation(index, token_mask, counts == 0)
+    width = max(int(counts.max()), 1) if size is None else size[1]
+    # each real token to its slot of the flattened P x M; padding to one more slot, dropped after
+    slot = torch.where(real, safe_ids * width + pos, n_phrases * width)
+    positions = torch.arange(seq_len, device=device).expand(bsz, seq_len)
+    index = torch.zeros(bsz, n_phrases * width + 1, dtype=torch.long, device=device).scatter_(1, slot, positions)
+    token_mask = torch.zeros(bsz, n_phrases * width + 1, dtype=torch.bool, device=device).scatter_(1, slot, real)
+    shape = (bsz, n_phrases, width)
+    return Segmentation(index[:, :-1].reshape(shape), token_mask[:, :-1].reshape(shape), counts == 0)
 
 
 class PhraseSegmenter:
@@ -117,7 +133,8 @@ class PhraseSegmenter:
     def segment(self, src_tokens: Tensor, inputs) -> Segmentation:
         padding_mask = src_tokens.eq(self.padding_idx)
         if self.mode == "ngram":
-            return segmentation_from_ids(ngram_phrase_ids(padding_mask, self.rounding))
+            size = None if host_sync.host_reads_are_free(src_tokens) else ngram_segmentation_size(src_tokens.size(1), self.rounding)
+            return segmentation_from_ids(ngram_phrase_ids(padding_mask, self.rounding), size)
         lengths = inputs.get(PHRASE_LENGTHS_KEY)
         if lengths is None:
             raise FusionError(

@@ -54,7 +54,7 @@ from fairseq import utils
 from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
-from .. import fusion_options
+from .. import fusion_options, host_sync
 from ..fusion_options import Flag, OptionGroup
 from ..errors import FusionError
 
@@ -92,7 +92,7 @@ class SurfaceAttention(nn.Module):
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, rows=None):
         """``rows``: the input sentence of each batch row (the encoder output's ``fusion_row_sentence``); kept
-        with the cached keys/values so that a beam reorder within sentences skips copying them."""
+        with the cached keys/values so that a beam reorder within sentences skips copying them (on the CPU)."""
         cached = self.get_incremental_state(incremental_state, "kv") if incremental_state is not None else None
         if cached is not None:
             k, v, key_padding_mask = cached["k"], cached["v"], cached["mask"]
@@ -117,7 +117,8 @@ class SurfaceAttention(nn.Module):
         cached = self.get_incremental_state(incremental_state, "kv")
         if cached is not None:
             rows = cached.get("rows")
-            if rows is not None and rows.numel() == new_order.numel() and torch.equal(rows.index_select(0, new_order), rows):
+            if (rows is not None and rows.numel() == new_order.numel() and host_sync.host_reads_are_free(rows)
+                    and torch.equal(rows.index_select(0, new_order), rows)):
                 return incremental_state  # beams permuted within their sentences: the cached values stay the same
             cached = {name: None if t is None else t.index_select(0, new_order) for name, t in cached.items()}
             self.set_incremental_state(incremental_state, "kv", cached)

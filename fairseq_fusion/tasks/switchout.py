@@ -17,32 +17,43 @@ import torch
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from .. import host_sync
 from ..errors import FusionError
 
 
-def corruption_counts(lengths, tau, reading="multiply", generator=None):
-    """n per sentence: P(n) ~ exp(-n * tau) (``multiply``) or exp(-n / tau) (``divide``) on {0..length}."""
-    steps = int(lengths.max().item()) + 1 if lengths.numel() else 1
-    n = torch.arange(steps, dtype=torch.float64)
+def corruption_counts(lengths, tau, reading="multiply", generator=None, steps=None):
+    """n per sentence: P(n) ~ exp(-n * tau) (``multiply``) or exp(-n / tau) (``divide``) on {0..length}.
+
+    ``steps``: a number above every length (P(n) is 0 from the length on); default the longest + 1, read
+    on the host."""
+    if steps is None:
+        steps = int(lengths.max().item()) + 1 if lengths.numel() else 1
+    n = torch.arange(steps, dtype=torch.float64, device=lengths.device)
     logits = -n * tau if reading == "multiply" else -n / tau
-    logits = logits.unsqueeze(0).expand(len(lengths), steps).clone()
-    logits[n.unsqueeze(0) > lengths.unsqueeze(1).double()] = float("-inf")
+    logits = logits.unsqueeze(0).expand(len(lengths), steps)
+    logits = logits.masked_fill(n.unsqueeze(0) > lengths.unsqueeze(1).double(), float("-inf"))
     probs = torch.softmax(logits, dim=1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
 
 def switchout(tokens, tau, dictionary, reading="multiply", generator=None):
-    """Corrupted copy of ``tokens`` (B x T) and the mask of replaced positions."""
+    """Corrupted copy of ``tokens`` (B x T) and the mask of replaced positions.
+
+    Drawn on ``generator``'s device (default: the tokens'). On the CPU, n is drawn over {0..longest};
+    elsewhere over {0..T}, T the padded length, without reading the lengths on the host (the same
+    distribution, other random numbers)."""
+    device = tokens.device if generator is None else generator.device
     special = tokens < dictionary.nspecial
     words = ~special
     lengths = words.sum(1)
-    n = corruption_counts(lengths.cpu(), tau, reading, generator).to(tokens.device)
+    steps = None if host_sync.host_reads_are_free(tokens) else tokens.size(1) + 1
+    n = corruption_counts(lengths.to(device), tau, reading, generator, steps).to(tokens.device)
     rate = (n.double() / lengths.clamp(min=1).double()).unsqueeze(1).expand_as(tokens)
-    draw = torch.rand(tokens.shape, generator=generator, dtype=torch.float64).to(tokens.device)
+    draw = torch.rand(tokens.shape, generator=generator, dtype=torch.float64, device=device).to(tokens.device)
     replace = (draw < rate) & words
     # a different word, uniform over the non-special entries (fairseq's padding symbols excluded)
     lo, hi = dictionary.nspecial, _vocabulary_end(dictionary)
-    offset = torch.randint(1, max(2, hi - lo), tokens.shape, generator=generator).to(tokens.device)
+    offset = torch.randint(1, max(2, hi - lo), tokens.shape, generator=generator, device=device).to(tokens.device)
     new = lo + (tokens - lo + offset) % (hi - lo)
     return torch.where(replace, new, tokens), replace
 
