@@ -377,19 +377,17 @@ def check_flags(text, repo, env):
     if prog.startswith("fusion-"):
         known = tool_parser(prog)._option_string_actions
         missing = [f for f in flags if f not in known]
-    elif prog in FAIRSEQ_PARSERS:
+    elif prog in FAIRSEQ_PARSERS:  # the parser as fairseq completes it for a fusion arch (it adds to the one given)
         from fairseq import options
-        _, extra = options.parse_args_and_arch(getattr(options, FAIRSEQ_PARSERS[prog])(), ["data-bin"] + [
-            w for f in flags if f != "--user-dir" for w in (f, "1") if not (w == "1" and f in BOOLEAN_FLAGS)],
-            parse_known=True)
-        missing = [f for f in flags if f in extra]
+        parser = getattr(options, FAIRSEQ_PARSERS[prog])()
+        if prog == "fairseq-train":
+            options.parse_args_and_arch(parser, ["data-bin", "--arch", "fusion_transformer"], parse_known=True)
+        missing = [f for f in flags if f not in parser._option_string_actions]
     else:  # scripts and other programs: their --help
         rc, help_text = bash(f"{prog} --help", repo, env)
         missing = [f for f in flags if not re.search(rf"{re.escape(f)}(?![\w-])", help_text)]
     assert not missing, f"{prog} has no option {missing}"
 
-
-BOOLEAN_FLAGS = {"--cpu", "--joined-dictionary"}
 
 
 def write_stubs(stub_dir):
