@@ -17,6 +17,10 @@ tool() {  # a console script beside $PYTHON, else on PATH
 
 die() { echo "error: $*" >&2; exit 2; }
 
+script_path() {  # the path of a console script beside $PYTHON, else on PATH
+    if [[ -x "$BIN/$1" ]]; then echo "$BIN/$1"; else command -v "$1" || die "$1 is neither beside $PYTHON nor on PATH"; fi
+}
+
 settings() {  # eval the shell variables settings.py prints for a step
     local out
     out="$("$PYTHON" "$RECIPES/common/settings.py" "$@" 2>/dev/null)" || die "settings.py $* failed"
@@ -278,14 +282,15 @@ arch's technique flags (as its preset sets them) and its criterion
         what="with
 the hyperparameters of the arch's paper (PAPER: $which): base/big
 dims from the arch, Adam with the inverse-sqrt warm-up schedule, the paper's warm-up, batch
-(tokens per update reached through --update-freq for the GPUs present), update count, dropout,
-checkpoint interval, FP16 on GPU and distributed training when several GPUs are visible, and the
-arch's default criterion (fusion_options.default_criterion, e.g. the diversity criterion)."
+(tokens per update reached through --update-freq for the GPUs of every node), update count,
+dropout, checkpoint interval, FP16 on GPU and distributed training when several GPUs are visible or
+several nodes train, and the arch's default criterion (fusion_options.default_criterion, e.g. the
+diversity criterion)."
         stages="dou's archs train in two stages by default, the others in one."
     fi
     cat <<EOF
 usage: recipes/$TASK/train.sh ARCH $syn[--work DIR] [--eval-bleu]
-                               [--two-stage | --one-stage] [-- FAIRSEQ_TRAIN_ARGS...]
+                               [--two-stage | --one-stage] [--print-command] [-- FAIRSEQ_TRAIN_ARGS...]
 
 Trains ARCH (any fusion_transformer arch, e.g. fusion_transformer, transformer_lexical_shortcuts_ff,
 transformer_hierarchical_aggregation_big) on $TASK $what
@@ -299,11 +304,21 @@ $opts  --work DIR     working folder (default: \$WORK or ./work/$TASK)
                  checkpoint_last.pt with --init-from-vanilla
   --one-stage    train ARCH from scratch
   $stages
+  --print-command  print the fairseq-train command(s) (with their launcher on several nodes) and
+                 exit: nothing is run or written, the data need not be prepared
   -- ARGS        fairseq-train flags, after the recipe's (model flags given here decide size and warm-up)
 
 Reads WORK/data-PAPER.SRC-TGT (run prepare.sh first); writes WORK/checkpoints/ARCH.PAPER.SRC-TGT.
-Environment overrides: MAX_UPDATE, MAX_TOKENS (per GPU), N_GPUS, SEED (default 1), EXTRA_ARGS
-(appended to fairseq-train); PYTHON picks the Python environment.
+Environment overrides: MAX_UPDATE, MAX_TOKENS (per GPU), N_GPUS (GPUs per node), SEED (default 1),
+EXTRA_ARGS (appended to fairseq-train); PYTHON picks the Python environment.
+Several nodes (WORK on a filesystem they share; --update-freq keeps the paper's tokens per update
+over all their GPUs; see recipes/README.md):
+  With torchrun: set NNODES=N NODE_RANK=R MASTER_ADDR=HOST [MASTER_PORT=P, default 29500] on each
+    node; the recipe runs fairseq-train under torchrun (N_GPUS processes a node; fairseq's env://).
+  Under SLURM: srun, one task per node, in a job of several nodes (SLURM_NNODES > 1); fairseq finds
+    the nodes itself and spawns a process per GPU; its --distributed-port is MASTER_PORT, default
+    10000 + SLURM_JOB_ID % 50000.
+  Node R > 0 logs to train.nodeR.log.
 EOF
 }
 
@@ -331,24 +346,78 @@ train_settings() {  # the paper's settings of ARCH (+ model flags); "cached": th
     else
         local flags="${1:-}"
         [[ "$flags" == cached ]] && flags=""
-        settings train --task "$TASK" --arch "$ARCH" --n-gpus "$N_GPUS" --paper "$PAPER" ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"} \
-            --model-flags="$flags"
+        settings train --task "$TASK" --arch "$ARCH" --n-gpus "$N_GPUS" --n-nodes "${NODES:-1}" --paper "$PAPER" \
+            ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"} --model-flags="$flags"
         direction
     fi
 }
 
+whole() {  # NAME VALUE MIN [MAX]: VALUE is a whole number in [MIN, MAX]
+    if [[ "$2" =~ ^[0-9]{1,18}$ ]] && (( 10#$2 >= $3 )) && { [[ -z "${4:-}" ]] || (( 10#$2 <= $4 )); }; then return 0; fi
+    die "$1=$2: expected a whole number $([[ -n "${4:-}" ]] && echo "from $3 to $4" || echo "of $3 or more")"
+}
+
+# Several nodes: sets NODES, NODE (this node's rank), LAUNCH (the launcher before fairseq-train's path; empty on one
+# node, where fairseq-train spawns a process per GPU as before) and DIST_ARGS (fairseq-train's flags). fairseq
+# initializes itself (fairseq/distributed/utils.py infer_init_method): env:// from torchrun's variables; under SLURM
+# tcp://FIRST_NODE:--distributed-port with one task per node, each spawning a process per GPU.
+distributed_setup() {
+    NODES=1; NODE=0; LAUNCH=(); DIST_ARGS=()
+    if [[ -n "${TORCHELASTIC_RUN_ID:-}" || ( -n "${LOCAL_RANK:-}" && -n "${WORLD_SIZE:-}" ) ]]; then
+        die "train.sh runs under torchrun (LOCAL_RANK and WORLD_SIZE are set): run it once per node with NNODES, NODE_RANK and MASTER_ADDR set instead; it starts torchrun itself (see --help)"
+    fi
+    local port
+    if [[ -n "${NNODES:-}" ]]; then
+        whole NNODES "$NNODES" 1
+        NODES=$((10#$NNODES))
+        [[ $NODES -gt 1 ]] || return 0
+        [[ -n "${NODE_RANK:-}" ]] || die "NNODES=$NODES: set NODE_RANK, this node's rank (0 to $((NODES - 1)))"
+        whole NODE_RANK "$NODE_RANK" 0 $((NODES - 1))
+        [[ -n "${MASTER_ADDR:-}" ]] || die "NNODES=$NODES: set MASTER_ADDR, the host name or address of node 0"
+        port="${MASTER_PORT:-29500}"
+        whole MASTER_PORT "$port" 1 65535
+        NODE=$((10#$NODE_RANK))
+        LAUNCH=(torchrun --nnodes "$NODES" --nproc_per_node "$N_GPUS" --node_rank "$NODE" --master_addr "$MASTER_ADDR"
+                --master_port "$port")
+    elif [[ -n "${SLURM_JOB_NODELIST:-}${SLURM_STEP_NODELIST:-}" && "${SLURM_NNODES:-1}" != 1 ]]; then
+        whole SLURM_NNODES "$SLURM_NNODES" 1
+        NODES=$((10#$SLURM_NNODES))
+        local per_node="${SLURM_NTASKS_PER_NODE:-}"  # as fairseq reads it
+        [[ -n "$per_node" ]] || per_node=$(( ${SLURM_NTASKS:-$NODES} / NODES ))
+        [[ "$per_node" == 1 ]] || die "SLURM_NTASKS_PER_NODE=$per_node: train.sh takes one SLURM task per node (srun --ntasks-per-node=1); fairseq-train spawns a process per GPU"
+        [[ -n "${SLURM_NODEID:-}" ]] || die "SLURM_NNODES=$NODES but no SLURM_NODEID: start train.sh on every node with srun"
+        NODE=$SLURM_NODEID
+        port="${MASTER_PORT:-}"
+        if [[ -z "$port" ]]; then  # the same on every node of the job
+            whole SLURM_JOB_ID "${SLURM_JOB_ID:-}" 0
+            port=$((10000 + 10#$SLURM_JOB_ID % 50000))
+        fi
+        whole MASTER_PORT "$port" 1 65535
+        DIST_ARGS=(--distributed-port "$port")
+    else
+        return 0
+    fi
+    [[ "$N_GPUS" -gt 0 ]] || die "N_GPUS=$N_GPUS: training on $NODES nodes needs GPUs (none visible on this node)"
+    # given, so that fairseq initializes the group even with one GPU a node (its default world size is the node's GPUs)
+    DIST_ARGS=(--distributed-world-size $((NODES * N_GPUS)) "${DIST_ARGS[@]+"${DIST_ARGS[@]}"}")
+}
+
+quoted_command() { local q; q="$(printf '%q ' "$@")"; echo "${q% }"; }
+
 recipe_train() {
     case "${1:-}" in -h|--help|"") train_usage; [[ -n "${1:-}" ]] && exit 0 || exit 2 ;; esac
     train_setup "$@"
-    local passthrough=() seen=0 a eval_bleu=0 stages=""
+    local passthrough=() seen=0 a eval_bleu=0 stages="" print_only=0
     for a in "${REST[@]+"${REST[@]}"}"; do
         if [[ $seen == 1 ]]; then passthrough+=("$a")
         elif [[ "$a" == "--" ]]; then seen=1
         elif [[ "$a" == --eval-bleu ]]; then eval_bleu=1
         elif [[ "$a" == --two-stage ]]; then stages=2
         elif [[ "$a" == --one-stage ]]; then stages=1
+        elif [[ "$a" == --print-command ]]; then print_only=1
         else die "train.sh: unknown option $a"; fi
     done
+    distributed_setup
     if [[ -z "$stages" ]]; then
         stages=1; [[ "$PAPER" == dou && "$ARCH" != fusion_transformer* ]] && stages=2
     fi
@@ -356,9 +425,11 @@ recipe_train() {
     local quoted=""
     [[ ${#passthrough[@]} -gt 0 ]] && quoted="$(printf '%q ' "${passthrough[@]}")"
     train_settings "$quoted"
-    [[ -f "$DATA/dict.$SRC.txt" ]] || die "$DATA not prepared: run recipes/$TASK/prepare.sh --paper $PAPER$([[ $REVERSE == 1 ]] && echo " --reverse")"
-    mkdir -p "$SAVE"
-    declare -p PAPER SIZE CRITERION BEAM LENPEN AVERAGE SRC TGT TRUECASE METRIC GEN_EXTRA TRAIN_ARGS PAIR | sed 's/^declare /declare -g /' > "$SAVE/recipe_settings.sh"
+    if [[ "$print_only" == 0 ]]; then
+        [[ -f "$DATA/dict.$SRC.txt" ]] || die "$DATA not prepared: run recipes/$TASK/prepare.sh --paper $PAPER$([[ $REVERSE == 1 ]] && echo " --reverse")"
+        mkdir -p "$SAVE"
+        declare -p PAPER SIZE CRITERION BEAM LENPEN AVERAGE SRC TGT TRUECASE METRIC GEN_EXTRA TRAIN_ARGS PAIR | sed 's/^declare /declare -g /' > "$SAVE/recipe_settings.sh"
+    fi
     local extra=()
     [[ -n "${MAX_UPDATE:-}" ]] && extra+=(--max-update "$MAX_UPDATE")
     if [[ "$eval_bleu" == 1 ]]; then  # fairseq's translation task: BLEU of the valid set after each validation
@@ -372,7 +443,9 @@ recipe_train() {
         [[ "$REVERSE" == 1 ]] && own+=(--reverse)
         [[ "$eval_bleu" == 1 ]] && own+=(--eval-bleu)
         local stage1="$WORK/checkpoints/$vanilla.$PAPER.$PAIR"
-        if [[ -f "$stage1/checkpoint_last.pt" ]] && grep -q "done training" "$stage1/train.log" 2>/dev/null; then
+        if [[ "$print_only" == 1 ]]; then
+            bash "$RECIPES/$TASK/train.sh" "$vanilla" --paper "$PAPER" --work "$WORK" --one-stage --print-command "${own[@]+"${own[@]}"}"
+        elif [[ -f "$stage1/checkpoint_last.pt" ]] && grep -q "done training" "$stage1/train.log" 2>/dev/null; then
             echo "| $PAPER's protocol, stage 1: reusing the trained $stage1"
         else  # trains it, or resumes it from its checkpoint_last.pt
             echo "| $PAPER's protocol, stage 1: the vanilla $vanilla"
@@ -380,18 +453,27 @@ recipe_train() {
                 || die "--two-stage: training the vanilla $vanilla failed"
         fi
         local init="$stage1/checkpoint_last.pt"
-        [[ -f "$init" ]] || die "--two-stage: $init not found after stage 1"
-        echo "| stage 2: $ARCH initialized from $init"
+        if [[ "$print_only" == 0 ]]; then
+            [[ -f "$init" ]] || die "--two-stage: $init not found after stage 1"
+            echo "| stage 2: $ARCH initialized from $init"
+        fi
         extra+=(--init-from-vanilla "$init")
     fi
     # shellcheck disable=SC2206
     [[ -n "${EXTRA_ARGS:-}" ]] && extra+=($EXTRA_ARGS)
-    echo "| $TASK ($PAIR): $ARCH with $PAPER's settings ($SIZE, $N_GPUS GPU(s), criterion $CRITERION) -> $SAVE"
-    local cmd=(fairseq-train "$DATA" --user-dir "$REPO/fairseq_fusion" --source-lang "$SRC" --target-lang "$TGT"
-               "${TRAIN_ARGS[@]}" --save-dir "$SAVE" --log-format simple --log-interval 100 --seed "${SEED:-1}"
-               "${extra[@]+"${extra[@]}"}" "${passthrough[@]+"${passthrough[@]}"}")
-    echo "| ${cmd[*]}" | tee "$SAVE/command.txt"
-    tool "${cmd[@]}" 2>&1 | tee -a "$SAVE/train.log"
+    local train_bin=fairseq-train
+    if [[ ${#LAUNCH[@]} -gt 0 ]]; then train_bin="$(script_path fairseq-train)"; fi  # torchrun runs it by its path
+    local cmd=("${LAUNCH[@]+"${LAUNCH[@]}"}" "$train_bin" "$DATA" --user-dir "$REPO/fairseq_fusion" --source-lang "$SRC"
+               --target-lang "$TGT" "${TRAIN_ARGS[@]}" "${DIST_ARGS[@]+"${DIST_ARGS[@]}"}" --save-dir "$SAVE"
+               --log-format simple --log-interval 100 --seed "${SEED:-1}" "${extra[@]+"${extra[@]}"}"
+               "${passthrough[@]+"${passthrough[@]}"}")
+    if [[ "$print_only" == 1 ]]; then quoted_command "${cmd[@]}"; return 0; fi
+    local gpus="$N_GPUS GPU(s)" node=""
+    if [[ $NODES -gt 1 ]]; then gpus="$NODES nodes x $N_GPUS GPUs, node $NODE"; fi
+    if [[ $NODE -gt 0 ]]; then node=".node$NODE"; fi  # node 0 logs to train.log, as on one node
+    echo "| $TASK ($PAIR): $ARCH with $PAPER's settings ($SIZE, $gpus, criterion $CRITERION) -> $SAVE"
+    echo "| ${cmd[*]}" | tee "$SAVE/command$node.txt"
+    tool "${cmd[@]}" 2>&1 | tee -a "$SAVE/train$node.log"
     return "${PIPESTATUS[0]}"
 }
 

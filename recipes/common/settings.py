@@ -348,9 +348,10 @@ def warmup_of(paper, args, size, default):
     return default
 
 
-def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None, flags=()):
-    """fairseq-train settings of ``arch`` on ``task`` as the paper trained it, for ``n_gpus`` GPUs (0: CPU);
-    ``flags``: model flags given after ``--`` (they decide the size and the techniques, not the arch name)."""
+def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None, flags=(), n_nodes=1):
+    """fairseq-train settings of ``arch`` on ``task`` as the paper trained it, for ``n_gpus`` GPUs (0: CPU) on each of
+    ``n_nodes`` nodes; ``flags``: model flags given after ``--`` (they decide the size and the techniques, not the arch
+    name)."""
     check_task(task)
     paper = paper or paper_of(arch, task)
     spec = dict(check_paper(paper, task)["train"])
@@ -361,7 +362,7 @@ def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None,
     dim = getattr(margs, "encoder_embed_dim", 512)
     size, dim = (size, 1024 if size == "big" else 512) if size else (("big" if dim >= 1024 else "base"), dim)
     max_tokens = max_tokens or (spec["batch_tokens"] if task == "multi30k_en_de" else 4096)
-    devices = max(1, n_gpus)
+    devices = max(1, n_gpus) * n_nodes  # the paper's tokens per update over every GPU of every node
     warmup = warmup_of(paper, margs, size, spec["warmup"])
     import fairseq_fusion.fusion_options as fusion_options
 
@@ -384,8 +385,9 @@ def train_settings(task, arch, paper=None, n_gpus=0, max_tokens=None, size=None,
     return s
 
 
-def train_command_args(s, n_gpus=0):
-    """The fairseq-train options (after DATA) for settings ``s``."""
+def train_command_args(s, n_gpus=0, n_nodes=1):
+    """The fairseq-train options (after DATA) for settings ``s`` (``n_gpus`` per node; the launcher's flags of several
+    nodes are recipe.sh's)."""
     args = ["--arch", s["arch"], "--criterion", s["criterion"]]
     if s["criterion"] == "label_smoothed_cross_entropy" or "label_smoothed" in s["criterion"]:
         args += ["--label-smoothing", "0.1"]
@@ -401,7 +403,7 @@ def train_command_args(s, n_gpus=0):
         args += ["--max-source-positions", str(s["max_positions"]), "--max-target-positions", str(s["max_positions"])]
     if s["fp16"]:
         args += ["--fp16"]
-    if n_gpus > 1:
+    if n_gpus * n_nodes > 1:
         args += ["--ddp-backend", "legacy_ddp"]
     if n_gpus == 0:
         args += ["--cpu"]
@@ -500,7 +502,8 @@ def main(argv=None):
     p.add_argument("--task", default=None)
     p.add_argument("--paper", default=None)
     p.add_argument("--arch", default=None)
-    p.add_argument("--n-gpus", type=int, default=0)
+    p.add_argument("--n-gpus", type=int, default=0, help="GPUs per node")
+    p.add_argument("--n-nodes", type=int, default=1, help="nodes (the tokens per update are spread over all their GPUs)")
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("--model-flags", default="", help="the model flags given to train.sh after --")
     a = p.parse_args(argv)
@@ -532,11 +535,12 @@ def main(argv=None):
             d = data_settings(a.task, paper)
             _emit(PAPER=paper, SRC=d["src"], TGT=d["tgt"], OWN_PREPARE=int(bool(task.get("own_prepare"))), TASK_PAPERS=task["papers"])
         else:
-            s = train_settings(a.task, a.arch, a.paper, a.n_gpus, a.max_tokens, flags=shlex.split(a.model_flags))
+            s = train_settings(a.task, a.arch, a.paper, a.n_gpus, a.max_tokens, flags=shlex.split(a.model_flags),
+                               n_nodes=a.n_nodes)
             d = data_settings(a.task, s["paper"])
             _emit(PAPER=s["paper"], SIZE=s["size"], CRITERION=s["criterion"], BEAM=s["beam"], LENPEN=s["lenpen"],
                   AVERAGE=s["average"] or 0, SRC=d["src"], TGT=d["tgt"], METRIC=task.get("metric", "bleu"), GEN_EXTRA=s["gen_args"], TRUECASE=int(bpe_settings(a.task, s["paper"])["truecase"]),
-                  TRAIN_ARGS=train_command_args(s, a.n_gpus))
+                  TRAIN_ARGS=train_command_args(s, a.n_gpus, a.n_nodes))
     except ValueError as e:
         print(f"echo {shlex.quote('error: ' + str(e))} >&2; exit 2")
         sys.exit(0)
