@@ -18,7 +18,7 @@ SIZE=${SIZE:-small}
 OUT=${OUT:-$REPO/recipes/benchmark/last_run.json}
 # default: one model of each technique the papers name (ARCHS=all: every registered arch, much longer)
 ARCHS=${ARCHS:-transformer_lexical_shortcuts_ff,transformer_hierarchical_aggregation,transformer_multilayer_attention,transformer_phrase,transformer_simplified_decoder,transformer_fine_grained_layer_attention,transformer_surface_fusion}
-if [ ! -e "$BIN/.done" ]; then
+if [ ! -e "$BIN/.done" ] && [ ! -e "$BIN/prepare.json" ]; then  # fusion-prepare-text renames a complete folder into place
   fusion-prepare-text -s en -t de --trainpref "$DATA/multi30k/train" --validpref "$DATA/multi30k/val" \
     --testpref "$DATA/multi30k/test_2016_flickr" --destdir "$BIN" --bpe-merges 4000
   touch "$BIN/.done"

@@ -21,7 +21,7 @@ SEEDS=${SEEDS:-1 2}
 UPDATES=${UPDATES:-400}
 SIZE=${SIZE:-small}
 BIN=$WORK/data-bin
-if [ ! -e "$BIN/.done" ]; then  # make demo's preparation (4k joint BPE), with both test sets
+if [ ! -e "$BIN/.done" ] && [ ! -e "$BIN/prepare.json" ]; then  # complete once there (renamed into place); make demo's preparation (4k joint BPE), with both test sets
   fusion-prepare-text -s en -t de --trainpref "$DATA/multi30k/train" --validpref "$DATA/multi30k/val" \
     --testpref "$DATA/multi30k/test_2016_flickr,$DATA/multi30k/test_2017_flickr" --destdir "$BIN" --bpe-merges 4000
   touch "$BIN/.done"
