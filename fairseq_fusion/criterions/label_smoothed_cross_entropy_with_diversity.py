@@ -52,10 +52,12 @@ def layer_diversity(states: List[torch.Tensor], keep: torch.Tensor) -> torch.Ten
     """Eq. 10 for one stack: ``states`` = [H^1..H^L] (T x B x C), ``keep`` = B x T, True at tokens."""
     if len(states) < 2:
         raise ValueError(f"layer diversity (Eq. 10) needs at least 2 layers, the stack has {len(states)}")
-    weights = keep.t().to(states[0].dtype)  # T x B
+    # in fp32 (a no-op for fp32 states): in half precision the sums over tokens, and in the backward
+    # fairseq's loss scale times lambda * sample_size, overflow (docs/fairseq_features.md, "Loss scaling")
+    weights = keep.t().float()  # T x B
     distances = []
     for lower, upper in zip(states[:-1], states[1:]):
-        cos = F.cosine_similarity(lower, upper, dim=-1, eps=1e-8)
+        cos = F.cosine_similarity(lower.float(), upper.float(), dim=-1, eps=1e-8)
         distances.append(((1 - cos.pow(2)) * weights).sum() / weights.sum())
     return torch.stack(distances).mean()
 
