@@ -11,7 +11,7 @@ ARCH ?= fusion_transformer
 STAMP := $(VENV)/.installed
 PIPQ ?= -q --disable-pip-version-check
 
-.PHONY: install test demo bench bench-memory clean
+.PHONY: install test test-compat demo bench bench-memory clean
 
 install: $(STAMP)
 
@@ -30,6 +30,11 @@ $(STAMP): Makefile setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion
 test: install
 	FUSION_DATA=$(abspath $(DATA)) $(VENV)/bin/pytest -q tests
 
+# the headline archs' contract tests and the CLI round trip on an older stack (Python 3.10, torch 2.1, fairseq 0.12.2's
+# omegaconf/hydra pins) in .venv-compat, built on first use (README: Tested stacks); .venv is not touched
+test-compat:
+	DATA=$(abspath $(DATA)) bash scripts/test_compat.sh
+
 demo: install
 	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) ARCH=$(ARCH) PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash examples/demo.sh
 
@@ -41,5 +46,11 @@ bench-memory: install
 	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH ARCHS=all SIZE=base \
 		OUT=recipes/benchmark/memory_base.json bash recipes/benchmark/run.sh --memory-only --max-tokens 4096
 
+# the GPU acceptance run (README): every arch in fp32/fp16/bf16, DDP with 2+ GPUs, the base-size benchmark, about
+# 10 minutes on one GPU; report in work/gpu_check/report.{json,md}. Without CUDA: one line, exit 0
+.PHONY: gpu-check
+gpu-check: install
+	FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH fusion-gpu-check
+
 clean:
-	rm -rf $(VENV) demo_work *.egg-info
+	rm -rf $(VENV) .venv-compat demo_work *.egg-info

@@ -25,9 +25,10 @@ setup(
     description="Five Transformer NMT papers as options of one fairseq model (fairseq --user-dir plugin)",
     packages=find_packages(include=["fairseq_fusion", "fairseq_fusion.*"]),
     py_modules=["fusion_user_dir"],
-    python_requires=">=3.8",
+    python_requires=">=3.10",  # tested: 3.10 (make test-compat) and 3.11 (make test); README: Tested stacks
     # torch and fairseq are not declared: `make install` installs them (see README: which fairseq build, and
     # why; a declared fairseq would pull torchaudio and another torch). Everything else the package imports is.
+    # The torch floor (2.1, the oldest tested) is checked at plugin import (fairseq_fusion/torch_version.py).
     install_requires=[
         "numpy", "tqdm", "omegaconf", "hydra-core", "sacrebleu>=2.0", "sacremoses", "subword-nmt", "matplotlib",
         # not imported by the plugin: fairseq-train's --tensorboard-logdir needs it (fairseq's speech tasks also

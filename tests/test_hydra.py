@@ -13,7 +13,8 @@ from omegaconf import OmegaConf, open_dict
 
 from fairseq_fusion import fusion_options
 from fairseq_fusion.models import FusionTransformerModel
-from fairseq_fusion.models.fusion_config import FusionTransformerConfig, check_model_config, model_actions
+from fairseq_fusion.models.fusion_config import (FAIRSEQ_GETATTR_DEFAULTS, FusionTransformerConfig, check_model_config,
+                                                 model_actions)
 
 sys.path.insert(0, os.path.join(REPO, "recipes", "common"))
 import settings  # noqa: E402
@@ -103,7 +104,7 @@ def test_hydra_train_equals_fairseq_train(multi30k_slice, tmp_path):
              f"common.user_dir={os.path.join(REPO, 'fairseq_fusion')}", "common.fp16=false", "common.cpu=true",
              "common.seed=1", "optimization.max_update=3", "optimization.update_freq=[1]", "dataset.max_tokens=1500",
              "dataset.num_workers=0", f"checkpoint.save_dir={hydra_dir}",
-             *[f"++model.{k}={v}" for k, v in overrides.items()]], cwd=str(tmp_path))
+             *[f"+model.{k}={v}" for k, v in overrides.items()]], cwd=str(tmp_path))
     s = settings.train_settings(task, arch, n_gpus=8)
     argv = [a for a in settings.train_command_args(s, 8) if a != "--fp16"]
     run_cli(["fairseq-train", multi30k_slice, "-s", "en", "-t", "de", "--user-dir", os.path.join(REPO, "fairseq_fusion"),
@@ -117,6 +118,8 @@ def test_hydra_train_equals_fairseq_train(multi30k_slice, tmp_path):
     assert h_model["surface_fusion_lambda"] == l_model["surface_fusion_lambda"] == 0.8  # the paper's Ro-En lambda
     assert h_model["dropout"] == l_model["dropout"] == 0.3
     assert h_model[fusion_options.VERSION_KEY] == fusion_options.OPTIONS_VERSION
+    # a key fairseq reads as getattr(cfg.model, key, default) is that default where the command line left it out
+    l_model = {**FAIRSEQ_GETATTR_DEFAULTS, **l_model}
     differ = [k for k in model_actions() if h_model.get(k) != l_model.get(k)]
     assert not differ, {k: (h_model.get(k), l_model.get(k)) for k in differ}
     assert hydra_ckpt["optimizer_history"][-1]["num_updates"] == 3
@@ -131,7 +134,7 @@ def tiny_run_overrides():
     """A few CPU updates of a tiny model, as hydra overrides (validation off: only the training is timed here)."""
     return ["task.source_lang=en", "task.target_lang=de", "common.fp16=false", "common.cpu=true", "common.seed=1",
             "optimization.max_update=2", "optimization.update_freq=[1]", "dataset.max_tokens=1500", "dataset.num_workers=0",
-            "dataset.disable_validation=true", *[f"++model.{k}={v}" for k, v in TINY.items()]]
+            "dataset.disable_validation=true", *[f"+model.{k}={v}" for k, v in TINY.items()]]
 
 
 def test_fusion_user_dir_prints_the_plugin_folder(capsys):

@@ -79,16 +79,30 @@ def check_model_config(cfg):
             raise FusionError(f"model.{key}: {value!r} is not one of {', '.join(map(str, choices))}")
 
 
+# what fairseq reads off cfg.model as getattr(cfg.model, key, default) (trainer.py: base_layers)
+FAIRSEQ_GETATTR_DEFAULTS = {"base_layers": 0}
+
+
 def hydra_aware(arch_fn):
     """Wrap a registered arch function: a fresh YAML model section (a DictConfig without the options
     version; command-line and checkpoint arguments are Namespaces or carry it) is checked and
     gets the current options version before the preset runs, as the command line's parser adds it."""
     def arch(args):
-        if OmegaConf.is_config(args) and fusion_options.VERSION_KEY not in args:
+        if not OmegaConf.is_config(args):
+            return arch_fn(args)
+        if fusion_options.VERSION_KEY not in args:
             check_model_config(args)
             with open_dict(args):
                 args[fusion_options.VERSION_KEY] = fusion_options.OPTIONS_VERSION
-        return arch_fn(args)
+        # the preset runs on a Namespace: omegaconf < 2.1 (fairseq 0.12.2's pin) answers getattr(cfg, "missing_key",
+        # default) with None instead of the default; what it sets or changes is written back, with the defaults
+        # fairseq itself reads off the model config that way
+        ns = argparse.Namespace(**{**FAIRSEQ_GETATTR_DEFAULTS, **dict(args.items())})
+        arch_fn(ns)
+        with open_dict(args):
+            for key, value in vars(ns).items():
+                if key not in args or args[key] != value:
+                    args[key] = value
 
     arch.__name__, arch.__doc__, arch.__wrapped__ = arch_fn.__name__, arch_fn.__doc__, arch_fn
     return arch
