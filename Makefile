@@ -46,5 +46,11 @@ bench-memory: install
 	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH ARCHS=all SIZE=base \
 		OUT=recipes/benchmark/memory_base.json bash recipes/benchmark/run.sh --memory-only --max-tokens 4096
 
+# the GPU acceptance run (README): every arch in fp32/fp16/bf16, DDP with 2+ GPUs, the base-size benchmark, about
+# 10 minutes on one GPU; report in work/gpu_check/report.{json,md}. Without CUDA: one line, exit 0
+.PHONY: gpu-check
+gpu-check: install
+	FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH fusion-gpu-check
+
 clean:
 	rm -rf $(VENV) .venv-compat demo_work *.egg-info
