@@ -344,6 +344,16 @@ reg("torchrun --nnodes N --nproc_per_node 8 --node_rank R --master_addr HOST --m
     "--distributed-backend nccl", "distributed", mode="parse",
     run=f"fairseq-train data-bin --user-dir $(fusion-user-dir) --arch fusion_transformer {TINY_MODEL} --distributed-backend nccl",
     local="several nodes of 8 GPUs: fairseq-train's part parsed, the model built")
+# the recipes on several nodes (tests/test_multinode.py checks the commands for 1x8, 2x8, 4x4 GPUs under torchrun/SLURM)
+MULTINODE = "two nodes of 8 GPUs: the command this node runs, printed (--print-command)"
+for rank in (0, 1):
+    reg(f"NNODES=2 NODE_RANK={rank} MASTER_ADDR=node0 MASTER_PORT=29500 recipes/wmt14_en_de/train.sh "
+        "transformer_lexical_shortcuts_ff", "recipe_wmt14", tiny="--print-command", env={"N_GPUS": "8"}, local=MULTINODE,
+        out=rf"(?m)^torchrun --nnodes 2 --nproc_per_node 8 --node_rank {rank} --master_addr node0 --master_port 29500 "
+            r"\S*fairseq-train .*--update-freq 1 .*--distributed-world-size 16 ")
+reg("NNODES=2 NODE_RANK=R MASTER_ADDR=node0 recipes/wmt14_en_de/train.sh ARCH", "recipe_wmt14",
+    sub=[("R", "1"), ("ARCH", "transformer_surface_fusion_big")], tiny="--print-command", env={"N_GPUS": "8"},
+    local=MULTINODE, out=r"(?m)^torchrun --nnodes 2 --nproc_per_node 8 --node_rank 1 .*--update-freq 7 .*--distributed-world-size 16 ")
 reg("for R in 0 1; do fairseq-train data-bin --user-dir $(fusion-user-dir) --arch ARCH --cpu --distributed-world-size 2 "
     "--distributed-rank $R --distributed-backend gloo --distributed-init-method tcp://127.0.0.1:29500 "
     "--distributed-no-spawn --device-id 0 --ddp-backend legacy_ddp ... & done; wait", "distributed",
