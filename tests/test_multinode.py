@@ -198,7 +198,8 @@ def test_nodes_after_the_first_log_beside_it(printed):
     (dict(NNODES="2", NODE_RANK="1", MASTER_ADDR="node0", N_GPUS="0"), "N_GPUS=0: training on 2 nodes needs GPUs"),
     (dict(SLURM_JOB_NODELIST="node[0-1]", SLURM_NNODES="2", SLURM_NTASKS_PER_NODE="8", SLURM_NODEID="0"),
      "SLURM_NTASKS_PER_NODE=8: train.sh takes one SLURM task per node"),
-    (dict(SLURM_JOB_NODELIST="node[0-1]", SLURM_NNODES="2", SLURM_NTASKS="2", SLURM_NODEID="0"), "SLURM_JOB_ID="),
+    (dict(SLURM_JOB_NODELIST="node[0-1]", SLURM_NNODES="2", SLURM_NTASKS="2", SLURM_NODEID="0"),
+     "SLURM_NNODES=2 without SLURM_JOB_ID: set MASTER_PORT"),
     (dict(LOCAL_RANK="0", WORLD_SIZE="16"), "train.sh runs under torchrun"),
 ])
 def test_bad_launch_settings_get_one_line(env, message, tmp_path):

@@ -389,7 +389,8 @@ distributed_setup() {
         NODE=$SLURM_NODEID
         port="${MASTER_PORT:-}"
         if [[ -z "$port" ]]; then  # the same on every node of the job
-            whole SLURM_JOB_ID "${SLURM_JOB_ID:-}" 0
+            [[ -n "${SLURM_JOB_ID:-}" ]] || die "SLURM_NNODES=$NODES without SLURM_JOB_ID: set MASTER_PORT, the port every node uses"
+            whole SLURM_JOB_ID "$SLURM_JOB_ID" 0
             port=$((10000 + 10#$SLURM_JOB_ID % 50000))
         fi
         whole MASTER_PORT "$port" 1 65535
