@@ -49,9 +49,11 @@ def get_parser():
     p.add_argument("--size", choices=("tiny", "small"), default="small",
                    help="Model size of the per-arch runs: small is the demo's d=128, 3+3 layers (default); tiny is "
                         "for the smoke mode.")
-    p.add_argument("--fp16-tolerance", type=float, default=0.05,
+    # measured on the CPU (fusion_transformer, 30 updates, README): bf16 0.04% from fp32, fp32 with other dropout masks
+    # 0.01%, while training lowers the loss by 19%: a run that learns notably less than fp32 fails
+    p.add_argument("--fp16-tolerance", type=float, default=0.02,
                    help="Largest relative difference of an fp16 run's validation loss from fp32's (default: %(default)s).")
-    p.add_argument("--bf16-tolerance", type=float, default=0.10,
+    p.add_argument("--bf16-tolerance", type=float, default=0.04,
                    help="Largest relative difference of a bf16 run's validation loss from fp32's (default: %(default)s).")
     p.add_argument("--decode-sentences", type=int, default=100,
                    help="Test sentences each run decodes for sacreBLEU (default: %(default)s).")
@@ -182,18 +184,18 @@ def ddp_command(data, arch, updates, save_dir, seed=1, world_size=2):
             "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "json", "--log-interval", "1"]
 
 
-DEVICES_LINE = re.compile(r"training on (\d+) devices")
+RANK_LINE = re.compile(r"initialized host \S+ as rank (\d+)")  # fairseq's distributed_init, in every process
 
 
 def parse_ddp_log(text):
-    """What a fairseq-train log (``--log-format json --log-interval 1``) says of the run: devices, updates, losses."""
+    """What a fairseq-train log (``--log-format json --log-interval 1``, every rank's output) says of the run: the
+    processes that joined, the updates, the first and last update's loss, words/s after the first update."""
     from .compare import LOG_LINE
     import json
 
     inner = [json.loads(m.group(2)) for m in (LOG_LINE.search(line) for line in text.splitlines())
              if m and m.group(1) == "train_inner"]
-    devices = DEVICES_LINE.search(text)
-    return {"devices": int(devices.group(1)) if devices else None,
+    return {"devices": len(set(RANK_LINE.findall(text))),
             "updates": int(inner[-1]["num_updates"]) if inner else 0,
             "first_loss": float(inner[0]["loss"]) if inner else math.nan,
             "last_loss": float(inner[-1]["loss"]) if inner else math.nan,
@@ -257,9 +259,13 @@ def run_benchmark(args, data, work, seconds):
     stopped = False
     try:
         output, _ = proc.communicate(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)  # the recipe, fusion-benchmark and its worker: one session
-        output, _ = proc.communicate()
+    except subprocess.TimeoutExpired:  # Ctrl-C to the recipe, fusion-benchmark and its worker (one session): its
+        os.killpg(proc.pid, signal.SIGINT)  # lock file is removed at exit; the runs finished so far are in its JSON
+        try:
+            output, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
         stopped = True
     result = {"command": shown, "elapsed_s": time.perf_counter() - start, "stopped": stopped,
               "json": os.path.relpath(out), "returncode": proc.returncode}

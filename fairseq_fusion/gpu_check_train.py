@@ -89,7 +89,7 @@ def valid_loss(trainer, task, cuda):
         return float(agg["loss"].avg)  # as fairseq logs it, before rounding to 3 decimals
 
 
-def decode_bleu(task, model, data, sentences, beam, cuda, batch_size=50):
+def decode_bleu(task, model, data, sentences, beam, cuda, batch_size=100):
     """sacreBLEU of the first ``sentences`` test sentences, decoded as fairseq-generate does (detokenized)."""
     import torch
     from fairseq import utils

@@ -313,6 +313,9 @@ reg("make bench", "make", run=f"{MAKE} -n bench", local="20 minutes: make -n (re
     out=r"bash recipes/benchmark/run.sh")
 reg("make bench-memory", "make", run=f"{MAKE} -n bench-memory", local="every arch at base size: make -n",
     out=r"ARCHS=all SIZE=base[\s\\]+OUT=recipes/benchmark/memory_base.json bash recipes/benchmark/run.sh --memory-only --max-tokens 4096")
+reg("make gpu-check", "make", run=f"{MAKE} gpu-check", env={"CUDA_VISIBLE_DEVICES": ""},
+    local="needs CUDA (10 minutes on a GPU): its no-CUDA form runs (CUDA hidden), one line and exit 0; the CPU smoke "
+          "mode is tests/test_gpu_check.py", out=r"(?m)^fusion-gpu-check: no CUDA device here \(torch [^\n]*\s*\Z")
 
 reg("fairseq-train data-bin --user-dir $(fusion-user-dir) --arch transformer_hierarchical_aggregation ...", "readme_use",
     tiny=TINY_TRAIN, out=r"done training", files=["checkpoints/checkpoint_best.pt"])

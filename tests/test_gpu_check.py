@@ -3,6 +3,7 @@ list, and the in-process training path itself (smoke mode: fp32, tiny model, 2 u
 import json
 import math
 import os
+import time
 
 import pytest
 import torch
@@ -61,7 +62,9 @@ def test_ddp_verdict():
 
 
 def test_ddp_log_parsed_and_command_built(tmp_path):
-    log = "\n".join([
+    log = "\n".join([  # as fairseq-train logs it (one process per rank, both writing here)
+        "2026-01-01 | INFO | fairseq.distributed.utils | initialized host vm as rank 0",
+        "2026-01-01 | INFO | fairseq.distributed.utils | initialized host vm as rank 1",
         "2026-01-01 | INFO | fairseq_cli.train | training on 2 devices (GPUs/TPUs)",
         '2026-01-01 | INFO | train_inner | {"epoch": 1, "update": 0.01, "loss": "12.9", "wps": "900", "num_updates": "1"}',
         '2026-01-01 | INFO | train_inner | {"epoch": 1, "update": 0.02, "loss": "12.1", "wps": "1000", "num_updates": "2"}',
@@ -69,10 +72,43 @@ def test_ddp_log_parsed_and_command_built(tmp_path):
         "2026-01-01 | INFO | fairseq_cli.train | done training in 9.0 seconds"])
     assert gpu_check.parse_ddp_log(log) == {"devices": 2, "updates": 3, "first_loss": 12.9, "last_loss": 11.5,
                                             "words_per_s": 1100.0, "done": True}
+    assert gpu_check.parse_ddp_log(log.replace("as rank 1", "as rank 0"))["devices"] == 1
     cmd = gpu_check.ddp_command(str(tmp_path), "transformer_phrase", 30, str(tmp_path / "ddp"))
     assert os.path.basename(cmd[0]) == "fairseq-train" and cmd[cmd.index("--distributed-world-size") + 1] == "2"
     assert "--fp16" in cmd and "--cpu" not in cmd and "--no-save" not in cmd
     assert cmd[cmd.index("--max-update") + 1] == "30" and cmd[cmd.index("--arch") + 1] == "transformer_phrase"
+
+
+FAKE_BENCH = """#!/bin/bash
+# what fusion-benchmark leaves in OUT after three runs: a transformer/arch pair and the next transformer run
+cat > "$OUT" <<'JSON'
+{"complete": false, "runs": [
+ {"arch": "transformer", "params": 1e6, "beam": 4, "train_words_per_s": 100, "decode_sentences_per_s": {"4": 10},
+  "peak_train_step_mb": 100},
+ {"arch": "x", "params": 2e6, "beam": 4, "train_words_per_s": 80, "decode_sentences_per_s": {"4": 9},
+  "peak_train_step_mb": 150},
+ {"arch": "transformer", "params": 1e6, "beam": 4, "train_words_per_s": 100, "decode_sentences_per_s": {"4": 10}}]}
+JSON
+sleep "$1"
+exit "$2"
+"""
+
+
+@pytest.mark.parametrize("sleep, status", [(60, 0), (0, 3)])
+def test_benchmark_stopped_at_the_budget_keeps_its_finished_pairs(tmp_path, monkeypatch, sleep, status):
+    script = tmp_path / "bench.sh"
+    script.write_text(FAKE_BENCH)
+    out = tmp_path / "benchmark.json"
+    monkeypatch.setattr(gpu_check, "benchmark_command", lambda args, data, o: (
+        str(script), {"OUT": str(out)}, ["bash", str(script), str(sleep), str(status)]))
+    start = time.perf_counter()
+    result = gpu_check.run_benchmark(None, str(tmp_path), str(tmp_path), seconds=3)
+    assert time.perf_counter() - start < 30
+    assert result["stopped"] == (sleep == 60) and result["runs"] == 3
+    (row,) = result["rows"]  # the unpaired last transformer run adds nothing
+    assert row["arch"] == "x" and row["train"] == pytest.approx((0.8, 0.8, 0.8)) and row["memory"] == pytest.approx(1.5)
+    assert "| x | 2.0M | 4 | 0.80 (0.80-0.80) |" in result["table"]
+    assert ("error" in result) == (status != 0)
 
 
 def test_arch_list_is_the_registry():
