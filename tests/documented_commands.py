@@ -313,6 +313,8 @@ reg("make bench", "make", run=f"{MAKE} -n bench", local="20 minutes: make -n (re
     out=r"bash recipes/benchmark/run.sh")
 reg("make bench-memory", "make", run=f"{MAKE} -n bench-memory", local="every arch at base size: make -n",
     out=r"ARCHS=all SIZE=base[\s\\]+OUT=recipes/benchmark/memory_base.json bash recipes/benchmark/run.sh --memory-only --max-tokens 4096")
+reg("make test-compat", "make", run="make -n test-compat", local="builds a second environment (Python 3.10, torch 2.1, "
+    "fairseq 0.12.2's pins; about 23 minutes the first time): make -n", out=r"bash scripts/test_compat.sh")
 reg("make gpu-check", "make", run=f"{MAKE} gpu-check", env={"CUDA_VISIBLE_DEVICES": ""},
     local="needs CUDA (10 minutes on a GPU): its no-CUDA form runs (CUDA hidden), one line and exit 0; the CPU smoke "
           "mode is tests/test_gpu_check.py", out=r"(?m)^fusion-gpu-check: no CUDA device here \(torch [^\n]*\s*\Z")
