@@ -443,8 +443,8 @@ reg("fairseq-train DATA --user-dir $(fusion-user-dir) --arch transformer_hierarc
     sub=[("DATA", "data-bin"), ("[same size flags as the vanilla model]", TINY_MODEL)],
     tiny=f"--share-all-embeddings {TINY_OPT} --max-update 2 --cpu --save-dir hier_init", out=r"--init-from-vanilla",
     files=["hier_init/checkpoint_last.pt"])
-reg("fusion-exploitation-score --path hier_lam1/checkpoint_last.pt", "deep",
-    files=PNG_JSON("hier_lam1/checkpoint_last.exploitation"))
+reg("fusion-exploitation-score --path hier_lam1/checkpoint_last.pt --out hier_lam1/exploitation", "deep",
+    files=PNG_JSON("hier_lam1/exploitation"))
 
 # ---- docs/fairseq_features.md, docs/layer_fusion.md
 reg("fairseq-train --cpu", "flags", mode="flags", local="a flag named in the text")

@@ -179,7 +179,8 @@ def test_bad_input_messages(multi30k_slice, trained, tmp_path):
                     "--path", os.path.join(trained, "checkpoint_last.pt"), "--cpu", "--gen-subset", "test"], check=False)
     assert proc.returncode != 0
     assert "does not match this model's source dictionary" in proc.stderr
-    assert re.search(r"has shape \(\d+, 32\) in the checkpoint but \(\d+, 32\) here", proc.stderr)
+    assert re.search(r"has \d+ entries \(shape \(\d+, 32\)\) in the checkpoint but " + re.escape(other) +
+                     r"/dict\.en\.txt gives \d+ \(shape \(\d+, 32\)\)", proc.stderr)
     # a missing data folder for our tools
     proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", str(tmp_path / "nope" / "train"),
                     "--validpref", str(tmp_path / "nope" / "val"), "--destdir", str(tmp_path / "y")], check=False)
