@@ -513,7 +513,7 @@ reg("fairseq-train DATA --user-dir $(fusion-user-dir) --task translation_with_ph
 reg("fairseq-generate DATA --user-dir $(fusion-user-dir) --task translation_with_phrases --path CKPT ...", "phrase",
     sub=[("DATA", "data-bin"), ("CKPT", "work/phrase_parse/checkpoint_last.pt")], tiny=TINY_GEN, out=BLEU)
 reg("fairseq-interactive DATA --user-dir $(fusion-user-dir) --path CKPT --task translation_with_phrases --phrase-trees "
-    "input.en.parse --tokenizer moses --bpe subword_nmt --bpe-codes DATA/bpe.codes", "phrase", before="input_tree",
+    "input.en.parse -s en -t de --tokenizer moses --moses-no-escape --bpe subword_nmt --bpe-codes DATA/bpe.codes", "phrase", before="input_tree",
     sub=[("DATA", "data-bin"), ("CKPT", "work/phrase_parse/checkpoint_last.pt")], tiny="--cpu --max-len-a 0 --max-len-b 4",
     stdin="A dog runs .\n", out=r"(?m)^H-0\t")
 
