@@ -81,7 +81,11 @@ def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     if issubclass(exc_type, KeyboardInterrupt) and _is_training():
         print(file=sys.stderr)
         print(interrupted_message(), file=sys.stderr)
-        return
+        # skip the interpreter's teardown: native threads still running there end it in std::terminate
+        # ("terminate called without an active exception") after this line
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     _previous(exc_type, exc, tb)
 
 

@@ -409,6 +409,11 @@ reg("SIZE=base ARCHS=transformer_simplified_decoder,transformer_fine_grained_lay
     out=r"--decode-profile")
 reg("bash recipes/benchmark/run.sh --fp16", "bench", mode="stub", env={"BIN": "data-bin"}, local="CUDA: " + BENCH_STUB,
     out=r"--fp16")
+reg("SIZE=base bash recipes/benchmark/run.sh --fp16 --max-tokens 4096 --repeats 3", "bench", mode="stub",
+    env={"BIN": "data-bin"}, local="CUDA: " + BENCH_STUB, out=r"--fp16 --max-tokens 4096 --repeats 3")
+reg("fusion-gpu-check --budget-minutes 9", "make", run="fusion-gpu-check --budget-minutes 9",
+    env={"CUDA_VISIBLE_DEVICES": ""}, local="needs CUDA: its no-CUDA form runs (CUDA hidden), one line and exit 0",
+    out=r"(?m)^fusion-gpu-check: no CUDA device here \(torch [^\n]*\s*\Z")
 reg("fairseq-train --user-dir", "flags", mode="flags", local="a flag named in the text")
 
 # ---- docs/decoder_sublayers.md

@@ -276,6 +276,8 @@ GROUP_SETUP = {"compare": [compare_work], "bench": [bench_done], "conll14": [fak
 
 def environment(repo, entry, extra_path=()):
     env = dict(os.environ, OMP_NUM_THREADS="1", FUSION_DATA=os.path.join(os.path.dirname(repo), "shared", "data"))
+    for name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS"):  # under `make test` a documented make would be a sub-make
+        env.pop(name, None)
     env["PATH"] = os.pathsep.join([*extra_path, BIN, env.get("PATH", "")])
     env.update(entry.env)
     return env

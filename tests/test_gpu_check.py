@@ -111,6 +111,20 @@ def test_benchmark_stopped_at_the_budget_keeps_its_finished_pairs(tmp_path, monk
     assert ("error" in result) == (status != 0)
 
 
+def test_benchmark_that_ignores_ctrl_c_is_killed_within_the_stop_grace(tmp_path, monkeypatch):
+    """The budget holds the benchmark's stop: one that ignores Ctrl-C is killed STOP_GRACE_S later (the H200 run
+    ended 1 s over its budget while the stop and the report were outside it)."""
+    script = tmp_path / "bench.sh"
+    script.write_text("trap '' INT\nsleep 60\n")
+    monkeypatch.setattr(gpu_check, "STOP_GRACE_S", 2)
+    monkeypatch.setattr(gpu_check, "benchmark_command", lambda args, data, o: (
+        str(script), {"OUT": str(tmp_path / "benchmark.json")}, ["bash", str(script)]))
+    start = time.perf_counter()
+    result = gpu_check.run_benchmark(None, str(tmp_path), str(tmp_path), seconds=1)
+    assert result["stopped"] and result["runs"] == 0
+    assert time.perf_counter() - start < 1 + 2 + 10  # not the script's 60 s
+
+
 def test_arch_list_is_the_registry():
     from fairseq.models import ARCH_MODEL_REGISTRY
 
