@@ -1,9 +1,13 @@
-"""Command-line flags of ``fusion_transformer``, grouped by technique.
+"""The technique registry of ``fusion_transformer``: flags, seams claimed, attach order.
 
-Each technique (one module in ``fairseq_fusion/modules``) contributes an ``OptionGroup``:
-its flags with their off-defaults, a validation of the combination, and ``attach`` that
-installs the technique into a built model through the seams. The base architecture sets
-every flag to its off value, so presets only name what they switch on.
+Each technique (a module in ``fairseq_fusion/modules``) registers one ``OptionGroup``: its
+flags with their off-defaults, a validation of its own values, the seams it claims for given
+arguments (``claims``: which seam, and whether it replaces, removes or extends it), and
+``attach`` that installs it into a built model through those seams. The registry keeps the
+groups in the declared ``ATTACH_ORDER`` (never the order of imports), refuses two techniques
+whose claims on one seam do not stack (``check_claims``, naming both flags), and gives the
+conflict matrix that ``fusion-archs --conflicts`` shows. The base architecture sets every flag
+to its off value, so presets only name what they switch on.
 """
 import argparse
 import logging
@@ -34,14 +38,51 @@ class Flag:
     legacy: object = None
 
 
+# The seams a technique can claim (ARCHITECTURE.md, "Seams"), by stack where a technique can take one side
+SEAMS = {
+    "encoder.self_attn": "encoder self-attention",
+    "decoder.self_attn": "decoder self-attention",
+    "decoder.encoder_attn": "decoder-to-encoder attention",
+    "decoder.ffn": "the decoder feed-forward sub-layers",
+    "encoder.plan": "the encoder layers' sub-layer plan (seam d)",
+    "decoder.plan": "the decoder layers' sub-layer plan (seam d)",
+    "encoder.layer_combiner": "the encoder's layer combination (seam b)",
+    "decoder.layer_combiner": "the decoder's layer combination (seam b)",
+    "decoder.encoder_reader": "what each decoder layer reads of the encoder (seam c)",
+    "decoder.output_fusion": "the output distribution (seam e)",
+}
+REPLACES, REMOVES, EXTENDS = "replaces", "removes", "extends"  # only EXTENDS stacks with another claimant
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a switched-on technique does to one seam."""
+    seam: str  # a key of SEAMS
+    how: str  # REPLACES, REMOVES or EXTENDS
+    by: str  # the setting that makes the claim, as a user writes it (e.g. "--lexical-shortcuts (decoder side)")
+    verb: str = ""  # what it does there, in a refusal (default: ``how``), e.g. "gates"
+    why: str = ""  # what it puts there, in a refusal, e.g. "Eq. 8 attends lower layers"
+    hint: str = ""  # how to combine anyway, in a refusal
+
+
 @dataclass
 class OptionGroup:
     title: str
     flags: List[Flag] = field(default_factory=list)
-    validate: Optional[Callable] = None  # validate(args) -> raise FusionError naming flags
+    validate: Optional[Callable] = None  # validate(args) -> raise FusionError naming flags (its own values)
     attach: Optional[Callable] = None  # attach(model, args) -> None
     finalize: Optional[Callable] = None  # finalize(model, args): after every group's attach (e.g. load weights)
+    name: str = ""  # the technique's name: its place in ATTACH_ORDER
+    claims: Optional[Callable] = None  # claims(args) -> [Claim]: the seams it takes with these (validated) arguments
 
+
+# The order in which build_model validates and attaches the techniques (the parameters a technique adds are created
+# in this order, so it is part of what a seed reproduces). A technique not named here attaches after these, in the
+# order it was registered.
+ATTACH_ORDER = (
+    "decoder_sublayers", "layer_aggregation", "multilayer_attention", "vanilla_init", "layer_attention",
+    "surface_fusion", "lexical_shortcuts", "phrase_representations",
+)
 
 GROUPS: List[OptionGroup] = []
 
@@ -54,8 +95,58 @@ VERSION_KEY = "fusion_options_version"
 
 
 def register(group: OptionGroup) -> OptionGroup:
+    """Adds a technique at its place in ATTACH_ORDER (after the declared ones when it is not named there)."""
+    if not group.name or any(g.name == group.name for g in GROUPS):
+        raise ValueError(f"technique {group.title!r}: expected a unique name, got {group.name!r}")
     GROUPS.append(group)
+    rank = {name: i for i, name in enumerate(ATTACH_ORDER)}
+    GROUPS.sort(key=lambda g: rank.get(g.name, len(ATTACH_ORDER)))  # stable: undeclared ones keep their order
     return group
+
+
+def unregister(name: str):
+    """Removes a technique (a toy one registered by a test)."""
+    GROUPS[:] = [g for g in GROUPS if g.name != name]
+
+
+def claims(args) -> List[Tuple[OptionGroup, Claim]]:
+    """Every seam claim of the techniques these (validated) arguments switch on, in attach order."""
+    found = []
+    for group in GROUPS:
+        for claim in (group.claims(args) if group.claims is not None else []):
+            if claim.seam not in SEAMS or claim.how not in (REPLACES, REMOVES, EXTENDS):
+                raise ValueError(f"technique {group.name}: unknown seam or kind in {claim}")
+            found.append((group, claim))
+    return found
+
+
+def claim_conflict(args) -> Optional[str]:
+    """The refusal of the first seam two techniques claim without both extending it, or None."""
+    taken = {}
+    for group, claim in claims(args):
+        for other_group, other in taken.get(claim.seam, []):
+            if other_group is group or (claim.how == EXTENDS and other.how == EXTENDS):
+                continue
+            return conflict_message(other, claim)
+        taken.setdefault(claim.seam, []).append((group, claim))
+    return None
+
+
+def conflict_message(a: Claim, b: Claim) -> str:
+    where = SEAMS[a.seam]
+    if REMOVES in (a.how, b.how) and a.how != b.how:
+        gone, user = (a, b) if a.how == REMOVES else (b, a)
+        return f"{user.by} {user.verb or user.how} {where}, which {gone.by} removes; {user.hint or 'use one of them'}"
+    why = "; ".join(c.why for c in (a, b) if c.why)
+    hint = "use one of them"  # a claim's hint says how to keep a seam that another removes
+    both = {REPLACES: "replace", EXTENDS: "extend"}.get(a.how) if a.how == b.how else "take"
+    return f"{a.by} and {b.by} both {both} {where}{f' ({why})' if why else ''}: {hint}"
+
+
+def check_claims(args):
+    message = claim_conflict(args)
+    if message is not None:
+        raise FusionError(message)
 
 
 def add_args(parser):
@@ -157,6 +248,7 @@ def validate(args):
     for group in GROUPS:
         if group.validate is not None:
             group.validate(args)
+    check_claims(args)
 
 
 def attach(model, args):

@@ -176,6 +176,46 @@ def test_readme_option_rewrites_only_the_block(tmp_path):
     assert "ARCH TABLE" in str(e.value) and readme.read_text(encoding="utf-8") == "no markers\n"
 
 
+def test_declared_conflicts_are_what_building_each_pair_finds():
+    """The matrix that fusion-archs --conflicts shows comes from the techniques' seam claims; a tiny model built
+    with each pair (validate, fairseq's build, every attach) must refuse exactly those pairs, with that message."""
+    from fairseq_fusion.models import conflicts
+
+    tried, untried, declared = conflicts.pairs()
+    tried_b, untried_b, built = conflicts.pairs(build=True)
+    assert (tried, untried) == (tried_b, untried_b) and len(declared) == len(built) >= 90
+    for d, b in zip(declared, built):
+        assert (d.a, d.b) == (b.a, b.b) and d.refusal == b.refusal, (d, b)
+    assert sum(p.refusal is not None for p in declared) >= 3
+
+
+def test_two_claims_on_one_seam_refuse_each_other_naming_both_flags():
+    """An independent reading of the rule: only claims that both extend a seam stack."""
+    C = fusion_options.Claim
+    R, X, E = fusion_options.REPLACES, fusion_options.REMOVES, fusion_options.EXTENDS
+    assert fusion_options.conflict_message(C("decoder.self_attn", R, "--a", why="A"), C("decoder.self_attn", R, "--b")) \
+        == "--a and --b both replace decoder self-attention (A): use one of them"
+    assert fusion_options.conflict_message(C("decoder.self_attn", X, "--gone"), C("decoder.self_attn", R, "--a", verb="gates",
+                                                                                 hint="use --x")) \
+        == "--a gates decoder self-attention, which --gone removes; use --x"
+    ns = conflicts_args(["--phrase-representations", "--layer-aggregation", "linear"])
+    assert fusion_options.claim_conflict(ns) is None  # both extend the plan: they stack
+    ns = conflicts_args(["--layer-attention", "fine", "--surface-fusion", "hard", "--multilayer-attention", "2",
+                         "--decoder-sublayer-order", "sem-ifm"])
+    assert fusion_options.claim_conflict(ns).startswith("--multilayer-attention changes decoder self-attention")
+
+
+def conflicts_args(flags):
+    from fairseq_fusion.models import conflicts
+
+    settings, it = [], iter(flags)
+    for flag in it:
+        name = flag[2:].replace("-", "_")
+        value = True if name == "phrase_representations" else next(it)
+        settings.append(conflicts.Setting(name, int(value) if name == "multilayer_attention" else value))
+    return conflicts.tiny_args(settings)
+
+
 def test_conflicts_find_a_refusal_and_the_readme_combination(data_dir):
     shown = json.loads(run(["--conflicts", "--format", "json"]))
     pairs = {frozenset((p["a"], p["b"])): p for p in shown["pairs"]}

@@ -307,21 +307,6 @@ def test_mask_override_reaches_model_loaded_for_generation(data_dir, tmp_path):
     assert models[0].decoder.encoder_reader.mask is None
 
 
-@torch.no_grad()
-def test_composes_with_other_readers(data_dir):
-    """A reader installed before layer attention reads S^m in place of the encoder output."""
-    from fairseq_fusion.modules.layer_attention import LayerAttention
-
-    class Doubler(torch.nn.Module):
-        def encoder_memory(self, idx, encoder_out, incremental_state):
-            return 2 * encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
-
-    reader = LayerAttention(M, N, D, inner_reader=Doubler()).eval()
-    enc = {"encoder_out": [torch.randn(5, 2, D)], "encoder_padding_mask": [torch.zeros(2, 5, dtype=torch.bool)],
-           MEMORY_KEY: [torch.randn(5, 2, D) for _ in range(M)]}
-    assert torch.equal(reader.encoder_memory(1, enc, None)[0], 2 * enc[MEMORY_KEY][1])
-
-
 @pytest.fixture(scope="module")
 def fgla_checkpoint(multi30k_slice, tmp_path_factory):
     """Fine-grained layer attention trained 4 updates on real Multi30k, and a 20-sentence test split."""

@@ -24,9 +24,7 @@ from .common import iterate_batches, load_model
 
 def layer_attention_module(model):
     reader = getattr(model.decoder, "encoder_reader", None)
-    while reader is not None and not isinstance(reader, LayerAttention):
-        reader = getattr(reader, "inner_reader", None)
-    if reader is None:
+    if not isinstance(reader, LayerAttention):
         raise ValueError("this checkpoint has no layer attention: train it with --layer-attention fine|coarse "
                          "(e.g. --arch transformer_fine_grained_layer_attention)")
     return reader

@@ -32,8 +32,8 @@ def get_parser():
     p.add_argument("arch", nargs="?", help="A fusion_transformer arch: list every technique flag a user can add "
                                            "to it, with the value the arch sets.")
     p.add_argument("--conflicts", action="store_true",
-                   help="Try every pair of techniques (validated and built as a tiny model) and show which "
-                        "combine and which refuse each other, with the reason.")
+                   help="Show which pairs of techniques combine and which refuse each other, with the reason "
+                        "(the seams they claim; the tests build every pair as a tiny model and find the same).")
     p.add_argument("--format", choices=["text", "markdown", "json"], default="text",
                    help="Output format (default: text). The markdown of the arch list is the README's table.")
     p.add_argument("--readme", metavar="FILE",
@@ -167,10 +167,11 @@ def show_conflicts(fmt):
         refuses[p.a].append(p.b.text())
         refuses[p.b].append(p.a.text())
     t = conflicts.TINY
-    head = (f"Every pair of technique settings (a switch with a value a preset gives it) was validated and built as "
-            f"a tiny fusion_transformer (d={t['encoder_embed_dim']}, FFN {t['encoder_ffn_embed_dim']}, "
-            f"{t['encoder_layers']}+{t['decoder_layers']} layers): {len(pairs)} pairs, {len(refused)} refused, "
-            f"{len(pairs) - len(refused)} combine.")
+    head = (f"Every pair of technique settings (a switch with a value a preset gives it), judged by the seams the "
+            f"techniques claim (two claims on one seam refuse each other unless both extend it; the tests build each "
+            f"pair as a tiny fusion_transformer, d={t['encoder_embed_dim']}, FFN {t['encoder_ffn_embed_dim']}, "
+            f"{t['encoder_layers']}+{t['decoder_layers']} layers, and find the same): {len(pairs)} pairs, "
+            f"{len(refused)} refused, {len(pairs) - len(refused)} combine.")
     combines = {s: "all but " + ", ".join(refuses[s]) if refuses[s] else "all" for s in tried}
     not_tried = f"Not tried (no preset turns it on): {', '.join(catalog.flag_text(n, True) for n in untried)}."
     if fmt == "markdown":

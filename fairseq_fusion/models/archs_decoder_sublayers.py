@@ -8,7 +8,6 @@ at any one vocabulary. ``--share-all-embeddings`` needs a joined dictionary.
 """
 from fairseq.models import register_model_architecture
 
-from ..modules import decoder_sublayers  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
 from .catalog import describe
 

@@ -5,7 +5,6 @@ defaults are the readings that reproduce the paper's parameter counts
 (docs/deep_representations.md); the other readings stay reachable through the same flags."""
 from fairseq.models import register_model_architecture
 
-from ..modules import layer_aggregation, multilayer_attention, vanilla_init  # noqa: F401  (registers the flags)
 from .. import fusion_options
 from .archs_base import fusion_base_architecture, fusion_big_architecture
 from .catalog import describe

@@ -3,7 +3,6 @@ attention (§3.2, Table 1) and SurfaceFusion (§4.1, Table 2)."""
 from fairseq.models import register_model_architecture
 
 from .. import fusion_options
-from ..modules import layer_attention, surface_fusion  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
 from .catalog import describe
 

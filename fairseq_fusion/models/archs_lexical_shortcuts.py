@@ -10,7 +10,6 @@ presets on the feature-fusion model (``transformer_lexical_shortcuts_ff_<variant
 """
 from fairseq.models import register_model_architecture
 
-from ..modules import lexical_shortcuts  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
 from .catalog import describe
 

@@ -15,7 +15,6 @@ from fairseq.models import register_model_architecture
 from fairseq.models.transformer.transformer_legacy import base_architecture, transformer_vaswani_wmt_en_de_big
 
 from .. import fusion_options
-from ..modules import layer_attention, phrase_representations  # noqa: F401  (registers the flags)
 from .archs_base import fusion_base_architecture, fusion_big_architecture
 from .catalog import describe
 

@@ -16,6 +16,11 @@ COMBINATIONS = {
     "shortcuts_ff+phrase": ("transformer_lexical_shortcuts_ff", ["--phrase-representations", "--phrase-attentive"]),
     "shortcuts_ff+sem_tem_ifm": ("transformer_lexical_shortcuts_ff", ["--decoder-sublayer-order", "sem-tem-ifm"]),
     "enc_dec_shortcuts+multilayer_attention": ("transformer_multilayer_attention", ["--lexical-shortcuts-enc-dec"]),
+    # each replaces the self-attention of one stack: their claims do not overlap
+    "multilayer_attention_encoder+shortcuts_decoder": (
+        "transformer_multilayer_attention",
+        ["--multilayer-attention-in", "encoder", "--lexical-shortcuts", "--lexical-shortcuts-sides", "decoder"],
+    ),
     # Dou et al. within the paper
     "multilayer_attention+hierarchical": ("transformer_multilayer_attention", ["--layer-aggregation", "hierarchical"]),
     # Liu et al. with Yang et al. and Xu et al.

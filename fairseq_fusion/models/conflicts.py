@@ -1,11 +1,12 @@
-"""Which techniques combine and which refuse each other: found by trying, never listed by hand.
+"""Which techniques combine and which refuse each other: declared by the techniques' seam claims.
 
 A technique setting is a switch flag (``Flag.switch``) with an "on" value a preset gives it: every
 value a preset gives a flag with choices, the first preset's value of any other flag. Each pair of
-settings of two different switches is validated and built as a tiny model, as ``fairseq-train``
-builds it (``FusionTransformerModel.build_model``: ``fusion_options.validate``, fairseq's build,
-every technique's ``attach``); a refusal (a ``ValueError``, which ``FusionError`` is) is kept with
-its message. Anything else raised is a bug and is not caught.
+settings of two different switches is judged by the registry (``fusion_options.claim_conflict``:
+two claims on one seam refuse each other unless both extend it), without building a model.
+``refusal`` builds the pair as a tiny model, as ``fairseq-train`` builds it
+(``FusionTransformerModel.build_model``: ``fusion_options.validate``, fairseq's build, every
+technique's ``attach``); tests/test_catalog.py builds every pair and requires the same verdicts.
 """
 import argparse
 import itertools
@@ -70,15 +71,27 @@ class _TinyTask:
             self.source_dictionary.add_symbol(f"w{i}")
 
 
-def refusal(chosen: List[Setting], task=None) -> Optional[str]:
-    """The refusal message of a tiny model with these settings, or None when it builds."""
+def tiny_args(chosen: List[Setting]):
+    """The arguments of a tiny ``fusion_transformer`` with these settings (every other flag off)."""
     from fairseq.models import ARCH_CONFIG_REGISTRY
-
-    from .fusion_transformer import FusionTransformerModel
 
     args = argparse.Namespace(**{fusion_options.VERSION_KEY: fusion_options.OPTIONS_VERSION}, **TINY,
                               **{s.flag: s.value for s in chosen})
     ARCH_CONFIG_REGISTRY[catalog.BASE](args)
+    return args
+
+
+def declared(chosen: List[Setting]) -> Optional[str]:
+    """The registry's refusal of these settings (their seam claims), or None when they combine."""
+    message = fusion_options.claim_conflict(tiny_args(chosen))
+    return message[len(PREFIX):] if message and message.startswith(PREFIX) else message
+
+
+def refusal(chosen: List[Setting], task=None) -> Optional[str]:
+    """The refusal message of a tiny model with these settings, or None when it builds."""
+    from .fusion_transformer import FusionTransformerModel
+
+    args = tiny_args(chosen)
     with torch.random.fork_rng(devices=[]):  # the caller's random numbers stay as they were
         try:
             FusionTransformerModel.build_model(args, task or _TinyTask())
@@ -88,9 +101,13 @@ def refusal(chosen: List[Setting], task=None) -> Optional[str]:
     return None
 
 
-def pairs():
-    """(settings tried, switches not tried, every ``Pair`` of settings of two different switches)."""
+def pairs(build=False):
+    """(settings tried, switches not tried, every ``Pair`` of settings of two different switches): the registry's
+    verdicts, or with ``build`` those of a tiny model built with each pair."""
     tried, untried = settings()
+    if not build:
+        found = [Pair(a, b, declared([a, b])) for a, b in itertools.combinations(tried, 2) if a.flag != b.flag]
+        return tried, untried, found
     task = _TinyTask()
     quiet = logging.getLogger("fairseq_fusion")
     level = quiet.level

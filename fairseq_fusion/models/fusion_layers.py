@@ -11,10 +11,9 @@ editing this file):
 - ``plan`` (seam d): order and presence of sub-layers. A name runs the method
   ``<name>_block`` or, if there is none, the module ``self.extra_sublayers[name]`` called as
   ``module(x, st)`` (``st["layer"]`` is this layer);
-- ``kv_source`` (seam a): a module ``kv_source(x, st) -> (key, value)`` giving the inputs of
-  self-attention's keys and values (default: ``x``); an attention module that sets
-  ``wants_layer_state = True`` is also called with ``st=st`` (so it can gate its projected
-  keys/values, e.g. lexical shortcuts);
+- the attention modules ``self_attn`` / ``encoder_attn`` (seam a): a technique replaces one with a
+  subclass of fairseq's ``MultiheadAttention``; one that sets ``wants_layer_state = True`` is also
+  called with ``st=st`` (so it can gate its projected keys/values, e.g. lexical shortcuts);
 - ``ctx`` (seams a-c): the stack's embeddings and the outputs of all lower layers.
 With nothing changed, ``forward`` computes exactly what fairseq's layer computes.
 """
@@ -58,11 +57,6 @@ class SubLayerPlanMixin:
             x = block(x, st) if block is not None else self.extra_sublayers[name](x, st)
         return x
 
-    def self_attn_kv(self, x, st):
-        if self.kv_source is None:
-            return x, x
-        return self.kv_source(x, st)
-
     def attention_kwargs(self, attn, st):
         return {"st": st} if getattr(attn, "wants_layer_state", False) else {}
 
@@ -81,7 +75,6 @@ class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
     def __init__(self, cfg, layer_idx=0):
         super().__init__(cfg)
         self.layer_idx = layer_idx
-        self.kv_source = None
         self.extra_sublayers = None  # nn.ModuleDict when a technique adds sub-layers
         self.set_plan(("self_attn", "ffn"))
 
@@ -89,11 +82,10 @@ class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
         residual = x
         if self.normalize_before:
             x = self.self_attn_layer_norm(x)
-        key, value = self.self_attn_kv(x, st)
         x, _ = self.self_attn(
             query=x,
-            key=key,
-            value=value,
+            key=x,
+            value=x,
             key_padding_mask=st["padding_mask"],
             need_weights=False,
             attn_mask=st["attn_mask"],
@@ -136,7 +128,6 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
             )
         super().__init__(cfg, no_encoder_attn)
         self.layer_idx = layer_idx
-        self.kv_source = None
         self.extra_sublayers = None  # nn.ModuleDict when a technique adds sub-layers
         plan = ("self_attn", "ffn") if no_encoder_attn else ("self_attn", "encoder_attn", "ffn")
         self.set_plan(plan)
@@ -145,11 +136,10 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
         residual = x
         if self.normalize_before:
             x = self.self_attn_layer_norm(x)
-        key, value = self.self_attn_kv(x, st)
         x, _ = self.self_attn(
             query=x,
-            key=key,
-            value=value,
+            key=x,
+            value=x,
             key_padding_mask=st["self_attn_padding_mask"],
             incremental_state=st["incremental_state"],
             need_weights=False,

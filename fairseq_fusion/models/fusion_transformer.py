@@ -13,7 +13,7 @@ import os
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
-from .. import fusion_options
+from .. import fusion_options, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
 from ..checkpoint_safety import check_vocabulary_sizes
 from ..entry_checks import check_hub_folder
 from .fusion_decoder import FusionTransformerDecoder

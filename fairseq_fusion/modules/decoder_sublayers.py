@@ -29,7 +29,7 @@ order, whichever technique attaches first.
 from typing import Sequence, Tuple
 
 from .. import fusion_options
-from ..fusion_options import Flag, OptionGroup
+from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
 
 TEM, SEM, IFM = "self_attn", "encoder_attn", "ffn"
@@ -93,6 +93,19 @@ def validate(args):
         )
 
 
+def claims(args):
+    order, simplified = args.decoder_sublayer_order, bool(args.simplified_decoder)
+    found = []
+    if order == "sem-ifm":
+        found.append(Claim("decoder.self_attn", REMOVES, "--decoder-sublayer-order sem-ifm"))
+    if simplified:
+        found.append(Claim("decoder.ffn", REMOVES, "--simplified-decoder"))
+    if order != "tem-sem-ifm" or simplified:  # rearranged first: later techniques insert next to named sub-layers
+        by = f"--decoder-sublayer-order {order}" if order != "tem-sem-ifm" else "--simplified-decoder"
+        found.append(Claim("decoder.plan", EXTENDS, by))
+    return found
+
+
 def attach(model, args):
     order, simplified = args.decoder_sublayer_order, bool(args.simplified_decoder)
     if order == "tem-sem-ifm" and not simplified:
@@ -117,6 +130,7 @@ def remove_submodule(layer, name):
 fusion_options.register(
     OptionGroup(
         title="decoder sub-layers (Yang et al. 2020)",
+        name="decoder_sublayers",
         flags=[
             Flag(
                 "decoder_sublayer_order", "tem-sem-ifm",
@@ -131,6 +145,7 @@ fusion_options.register(
             ),
         ],
         validate=validate,
+        claims=claims,
         attach=attach,
     )
 )

@@ -49,7 +49,7 @@ from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from torch import Tensor, nn
 
 from .. import fusion_options
-from ..fusion_options import Flag, OptionGroup
+from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
 
 KINDS = ("none", "dense", "linear", "iterative", "hierarchical")
@@ -330,17 +330,24 @@ def validate(args):
             )
 
 
+def claims(args):
+    kind = args.layer_aggregation
+    if kind == "none":
+        return []
+    found = []
+    for side in sides(args.layer_aggregation_in):
+        found.append(Claim(f"{side}.layer_combiner", REPLACES, f"--layer-aggregation {kind}"))
+        if kind == "linear" and args.linear_combination_at == "every-layer":  # a combination before every layer
+            found.append(Claim(f"{side}.plan", EXTENDS, f"--layer-aggregation {kind}"))
+    return found
+
+
 def attach(model, args):
     kind = args.layer_aggregation
     if kind == "none":
         return
     for side in sides(args.layer_aggregation_in):
         stack = getattr(model, side)
-        if stack.layer_combiner is not None:
-            raise FusionError(
-                f"--layer-aggregation {kind}: the {side}'s layers are already combined by "
-                f"{type(stack.layer_combiner).__name__} (another option); only one layer combiner per stack"
-            )
         stack.layer_combiner = build_combiner(
             kind, len(stack.layers), getattr(args, f"{side}_embed_dim"),
             getattr(args, f"{side}_ffn_embed_dim"), args, getattr(args, f"{side}_attention_heads"),
@@ -352,6 +359,7 @@ def attach(model, args):
 fusion_options.register(
     OptionGroup(
         title="layer aggregation (Dou et al. 2018)",
+        name="layer_aggregation",
         flags=[
             Flag("layer_aggregation", "none",
                  "combine the layers of a stack (Dou et al. 2018, §3.1.1): dense (Eq. 4), linear "
@@ -377,6 +385,7 @@ fusion_options.register(
                  choices=list(RESIDUALS), requires=AGG_USERS),
         ],
         validate=validate,
+        claims=claims,
         attach=attach,
     )
 )

@@ -51,7 +51,7 @@ from fairseq.modules import LayerNorm
 from torch import nn
 
 from .. import fusion_options
-from ..fusion_options import Flag, OptionGroup
+from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
 
 MEMORY_KEY = "layer_attention_memory"
@@ -61,7 +61,7 @@ class LayerAttention(nn.Module):
     """Seam (c) reader: decoder layer m attends S^m, a softmax-weighted sum of encoder layers."""
 
     def __init__(self, num_decoder_layers, num_encoder_layers, embed_dim, granularity="fine",
-                 dropconnect=0.3, top_only=False, mask=None, inner_reader=None,
+                 dropconnect=0.3, top_only=False, mask=None,
                  embed_dropout=0.0, layernorm=False, embed_norm=False, mix_dropout=0.0):
         super().__init__()
         if granularity not in ("fine", "coarse"):
@@ -83,7 +83,6 @@ class LayerAttention(nn.Module):
         self.mix_dropout = mix_dropout  # dropout on S^m (training only)
         self.embed_norm = LayerNorm(embed_dim) if embed_norm else None  # LN of X^0
         self.mix_norm = LayerNorm(embed_dim) if layernorm else None  # LN of S^m, shared by all m
-        self.inner_reader = inner_reader  # a reader installed before this one (composition)
 
     def set_mask(self, layer):
         """Mask encoder layer ``layer`` (0 = embeddings, N = output) or ``None`` for no mask."""
@@ -135,10 +134,6 @@ class LayerAttention(nn.Module):
         memory = None
         if encoder_out is not None and idx in self.attending:
             memory = encoder_out[MEMORY_KEY][self.attending.index(idx)]
-        if self.inner_reader is not None:
-            if memory is not None:
-                encoder_out = dict(encoder_out, encoder_out=[memory])
-            return self.inner_reader.encoder_memory(idx, encoder_out, incremental_state)
         padding_mask = None
         if encoder_out is not None and len(encoder_out["encoder_padding_mask"]) > 0:
             padding_mask = encoder_out["encoder_padding_mask"][0]
@@ -180,6 +175,11 @@ def validate(args):
         )
 
 
+def claims(args):
+    mode = args.layer_attention
+    return [] if mode == "none" else [Claim("decoder.encoder_reader", REPLACES, f"--layer-attention {mode}")]
+
+
 def attach(model, args):
     if args.layer_attention == "none":
         return
@@ -187,7 +187,7 @@ def attach(model, args):
     reader = LayerAttention(
         len(decoder.layers), len(encoder.layers), encoder.embed_tokens.embedding_dim,
         granularity=args.layer_attention, dropconnect=args.layer_attention_dropconnect,
-        top_only=bool(args.layer_attention_top_only), inner_reader=decoder.encoder_reader,
+        top_only=bool(args.layer_attention_top_only),
         embed_dropout=args.dropout if args.layer_attention_embed_dropout else 0.0,
         layernorm=bool(args.layer_attention_layernorm),
         embed_norm=bool(args.layer_attention_layernorm) and not getattr(args, "encoder_normalize_before", False),
@@ -202,6 +202,7 @@ def attach(model, args):
 fusion_options.register(
     OptionGroup(
         title="layer attention over encoder layers (Liu et al. 2021, Bapna et al. 2018)",
+        name="layer_attention",
         flags=[
             Flag("layer_attention", "none",
                  "decoder layer m attends S^m = sum_n softmax_n(w^{m,n}) * X^n over encoder layers "
@@ -229,6 +230,7 @@ fusion_options.register(
                  type=float, requires=["layer_attention"]),
         ],
         validate=validate,
+        claims=claims,
         attach=attach,
     )
 )

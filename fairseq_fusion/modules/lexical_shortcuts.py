@@ -41,7 +41,7 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
 from .. import fusion_options
-from ..fusion_options import Flag, OptionGroup
+from ..fusion_options import REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
 
 # where E comes from: the stack's own embedding layer, or the encoder's (decoder-to-encoder)
@@ -261,13 +261,21 @@ def validate(args):
         return
     if enc_dec and getattr(args, "no_cross_attention", False):
         raise FusionError("--lexical-shortcuts-enc-dec needs decoder-to-encoder attention, but --no-cross-attention is set")
-    on_decoder = self_attn and args.lexical_shortcuts_sides in ("both", "decoder")
-    if on_decoder and getattr(args, "decoder_sublayer_order", None) == "sem-ifm":
-        raise FusionError(
-            "--lexical-shortcuts (decoder side) gates decoder self-attention, which "
-            "--decoder-sublayer-order sem-ifm removes; use --lexical-shortcuts-sides encoder "
-            "or --lexical-shortcuts-enc-dec instead"
-        )
+
+
+def claims(args):
+    found = []
+    if args.lexical_shortcuts:
+        for side in ("encoder", "decoder"):
+            if args.lexical_shortcuts_sides in ("both", side):
+                found.append(Claim(
+                    f"{side}.self_attn", REPLACES, "--lexical-shortcuts" + " (decoder side)" * (side == "decoder"),
+                    verb="gates", why="Emelin et al. gate the keys/values",
+                    hint="use --lexical-shortcuts-sides encoder or --lexical-shortcuts-enc-dec instead" * (side == "decoder")))
+    if args.lexical_shortcuts_enc_dec:
+        found.append(Claim("decoder.encoder_attn", REPLACES, "--lexical-shortcuts-enc-dec", verb="gates",
+                           why="Emelin et al. gate the keys/values"))
+    return found
 
 
 def _install(layer, name, **kwargs):
@@ -276,16 +284,6 @@ def _install(layer, name, **kwargs):
         raise FusionError(
             f"--lexical-shortcuts: layer {layer.layer_idx} has no '{name}' sub-layer "
             f"(plan {list(layer.plan)}); another option removed it"
-        )
-    if type(base) is not MultiheadAttention:
-        raise FusionError(
-            f"--lexical-shortcuts: layer {layer.layer_idx}'s {name} was already replaced by "
-            f"{type(base).__name__} (another option); lexical shortcuts gate fairseq's attention"
-        )
-    if name == "self_attn" and layer.kv_source is not None:
-        raise FusionError(
-            f"--lexical-shortcuts: layer {layer.layer_idx}'s self-attention reads its keys/values "
-            "from another option (kv_source); the shortcut gates the keys/values of H_(l-1)"
         )
     setattr(layer, name, ShortcutMultiheadAttention.from_attention(base, layer_idx=layer.layer_idx, **kwargs))
 
@@ -310,6 +308,7 @@ def attach(model, args):
 fusion_options.register(
     OptionGroup(
         title="lexical shortcuts (Emelin et al. 2019)",
+        name="lexical_shortcuts",
         flags=[
             Flag("lexical_shortcuts", False,
                  "gated shortcuts from the embedding layer into every self-attention (Eq. 5-12)", type=bool, switch=True),
@@ -331,6 +330,7 @@ fusion_options.register(
                  choices=list(SOURCES), requires=["lexical_shortcuts", "lexical_shortcuts_enc_dec"]),
         ],
         validate=validate,
+        claims=claims,
         attach=attach,
     )
 )

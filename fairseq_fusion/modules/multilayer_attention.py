@@ -42,7 +42,7 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
 from .. import fusion_options
-from ..fusion_options import Flag, OptionGroup
+from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
 from .layer_aggregation import Aggregation, sides
 from ..errors import FusionError
 
@@ -233,17 +233,14 @@ def validate(args):
                     f"--multilayer-attention {k} --multilayer-attention-layers above-k: no {side} layer is above "
                     f"k (--{side}-layers {getattr(args, f'{side}_layers')}), the {side} keeps plain self-attention"
                 )
-    if getattr(args, "lexical_shortcuts", False):
-        raise FusionError(
-            "--multilayer-attention and --lexical-shortcuts both replace self-attention "
-            "(Eq. 8 attends lower layers; Emelin et al. gate the keys/values): use one of them"
-        )
-    on_decoder = "decoder" in sides(args.multilayer_attention_in)
-    if on_decoder and getattr(args, "decoder_sublayer_order", None) == "sem-ifm":
-        raise FusionError(
-            "--multilayer-attention changes decoder self-attention, which --decoder-sublayer-order "
-            "sem-ifm removes; use --multilayer-attention-in encoder"
-        )
+
+
+def claims(args):
+    if not args.multilayer_attention:
+        return []
+    return [Claim(f"{side}.self_attn", REPLACES, "--multilayer-attention", verb="changes",
+                  why="Eq. 8 attends lower layers", hint="use --multilayer-attention-in encoder" * (side == "decoder"))
+            for side in sides(args.multilayer_attention_in)]
 
 
 def attach(model, args):
@@ -274,6 +271,7 @@ def attach(model, args):
 fusion_options.register(
     OptionGroup(
         title="multi-layer attention (Dou et al. 2018)",
+        name="multilayer_attention",
         flags=[
             Flag("multilayer_attention", 0,
                  "K >= 2: self-attention of layer l attends layers l-1..l-K, combined by AGG "
@@ -293,6 +291,7 @@ fusion_options.register(
                  requires=["multilayer_attention"], legacy="all"),
         ],
         validate=validate,
+        claims=claims,
         attach=attach,
     )
 )

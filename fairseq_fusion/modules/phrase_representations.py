@@ -23,7 +23,7 @@ beam search reorders them). See ``phrase_layers`` for the equations.
 from torch import nn
 
 from .. import fusion_options
-from ..fusion_options import Flag, OptionGroup
+from ..fusion_options import EXTENDS, Claim, Flag, OptionGroup
 from .phrase_layers import (
     COMBINERS,
     PHRASE_PADDING_MASK,
@@ -97,6 +97,12 @@ def add_sublayer(layer, name, module, anchor):
     layer.set_plan(insert_before(layer.plan, name, anchor))
 
 
+def claims(args):
+    if not getattr(args, "phrase_representations", False):
+        return []
+    return [Claim(f"{side}.plan", EXTENDS, "--phrase-representations") for side in ("encoder", "decoder")]
+
+
 def attach(model, args):
     if not getattr(args, "phrase_representations", False):
         return
@@ -121,6 +127,7 @@ def attach(model, args):
 
 fusion_options.register(OptionGroup(
     title="source phrase representations (Xu et al. 2020)",
+    name="phrase_representations",
     flags=[
         Flag("phrase_representations", False, "attend source phrase representations in every encoder and decoder layer", type=bool, switch=True),
         Flag("phrase_glance", None, "F_glance of Eq. 2 (default max)", choices=["mean", "max"], requires=ON),
@@ -142,5 +149,6 @@ fusion_options.register(OptionGroup(
              type=float, requires=["phrase_transparent_attention"]),
     ],
     validate=validate,
+    claims=claims,
     attach=attach,
 ))

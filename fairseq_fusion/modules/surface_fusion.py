@@ -55,7 +55,7 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
 from .. import fusion_options, host_sync
-from ..fusion_options import Flag, OptionGroup
+from ..fusion_options import REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
 
 LOGITS_KEY = "surface_logits"
@@ -219,13 +219,15 @@ def validate(args):
         raise FusionError(f"--surface-fusion-heads {heads} must divide the decoder output dimension {dim}")
 
 
+def claims(args):
+    mode = args.surface_fusion
+    return [] if mode == "none" else [Claim("decoder.output_fusion", REPLACES, f"--surface-fusion {mode}")]
+
+
 def attach(model, args):
     if args.surface_fusion == "none":
         return
     decoder = model.decoder
-    if decoder.output_fusion is not None:
-        raise FusionError(f"--surface-fusion: another option already replaced the output distribution "
-                         f"({type(decoder.output_fusion).__name__}); they cannot be combined")
     query_dim = decoder.output_embed_dim
     fusion = SurfaceFusion(
         query_dim, args.encoder_embed_dim, model.encoder.embed_tokens.embedding_dim,
@@ -246,6 +248,7 @@ def attach(model, args):
 fusion_options.register(
     OptionGroup(
         title="SurfaceFusion (Liu et al. 2021, §4.1)",
+        name="surface_fusion",
         flags=[
             Flag("surface_fusion", "none",
                  "fuse P(y|x) from an attention over the source word embeddings into the output: "
@@ -276,6 +279,7 @@ fusion_options.register(
                  type=bool, requires=["surface_fusion"]),
         ],
         validate=validate,
+        claims=claims,
         attach=attach,
     )
 )

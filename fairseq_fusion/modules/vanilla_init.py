@@ -85,6 +85,7 @@ def finalize(model, args):
 fusion_options.register(
     OptionGroup(
         title="initialization from a vanilla model (Dou et al. 2018, §4.1)",
+        name="vanilla_init",  # claims no seam: it loads weights after every attach
         flags=[
             Flag("init_from_vanilla", None,
                  "checkpoint of a fairseq transformer / fusion_transformer of the same sizes: load its "
