@@ -4,9 +4,9 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
 - ``encoder_memory(idx, encoder_out, incremental_state)`` (seam c): the tensor decoder layer
   ``idx`` attends and its padding mask; default: the encoder's top output; defers to
   ``self.encoder_reader.encoder_memory`` when a technique sets it;
-- every layer receives ``ctx`` = {"embed": scaled target embeddings without positions of
-  the current steps (T x B x C), "states": embedding layer + lower layers' outputs,
-  "encoder_out": the encoder's dict, "incremental_state": as given};
+- every layer receives ``ctx``, a ``seams.LayerContext``: ``embed`` (scaled target embeddings without
+  positions of the current steps, T x B x C), ``states`` (embedding layer + lower layers' outputs),
+  ``encoder_out`` (the encoder's dict), ``incremental_state``, ``self_attn_padding_mask``, ``extra``;
 - ``combine_layers`` / ``stack_output`` (seam b) as in the encoder (``self.layer_combiner``);
 - ``extra_output_modules``: callables ``(features, extra, ctx)`` run on the final features
   (B x T x C, after the final LayerNorm) that add keys to ``extra`` (e.g. what an
@@ -16,7 +16,7 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
   ``extra`` must be last-step only in incremental decoding (fairseq's ensemble slices
   only ``decoder_out[0]``).
 """
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase
@@ -24,6 +24,7 @@ from torch import Tensor
 
 from .layer_checkpoint import checkpoint_layer
 from .fusion_layers import FusionDecoderLayer, enumerate_layers
+from .seams import LayerContext
 
 
 class FusionTransformerDecoder(TransformerDecoderBase):
@@ -59,12 +60,12 @@ class FusionTransformerDecoder(TransformerDecoderBase):
         return enc, padding_mask
 
     # seam (b): layer combination; identity with options off
-    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: Dict[str, Any]) -> Tensor:
+    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: LayerContext) -> Tensor:
         if self.layer_combiner is None:
             return x
         return self.layer_combiner.combine_layers(idx, x, states, ctx)
 
-    def stack_output(self, states: List[Tensor], ctx: Dict[str, Any]) -> Tensor:
+    def stack_output(self, states: List[Tensor], ctx: LayerContext) -> Tensor:
         if self.layer_combiner is None:
             return states[-1]
         return self.layer_combiner.stack_output(states, ctx)
@@ -112,14 +113,8 @@ class FusionTransformerDecoder(TransformerDecoderBase):
 
         attn: Optional[Tensor] = None
         states: List[Tensor] = [x]
-        ctx: Dict[str, Any] = {
-            "embed": embed,
-            "states": states,
-            "encoder_out": encoder_out,
-            "incremental_state": incremental_state,
-            "self_attn_padding_mask": self_attn_padding_mask,
-            "extra": {},
-        }
+        ctx = LayerContext(embed=embed, states=states, encoder_out=encoder_out, incremental_state=incremental_state,
+                           self_attn_padding_mask=self_attn_padding_mask)
         for idx, layer in enumerate_layers(self.layers):
             if layer is None:  # dropped by LayerDrop: the identity
                 x = self.combine_layers(idx, x, states, ctx)
@@ -159,7 +154,7 @@ class FusionTransformerDecoder(TransformerDecoderBase):
             x = self.project_out_dim(x)
 
         extra = {"attn": [attn], "inner_states": states}
-        extra.update(ctx["extra"])
+        extra.update(ctx.extra)
         for add in self.extra_output_modules:
             add(x, extra, ctx)
         return x, extra

@@ -1,10 +1,11 @@
 """Encoder of ``fusion_transformer``: fairseq's encoder with a layer context and full states.
 
 Differences from ``TransformerEncoderBase`` (none changes the numbers with options off):
-- every layer receives ``ctx`` = {"embed": scaled token embeddings without positions
-  (T x B x C), "states": outputs of the embedding layer and all lower layers};
-- ``combine_layers(idx, x, states, padding_mask)`` (seam b) turns layer ``idx``'s output
-  into what the next layer reads; ``stack_output(states, padding_mask)`` gives the stack's
+- every layer receives ``ctx``, a ``seams.LayerContext``: ``embed`` (scaled token embeddings without
+  positions, T x B x C), ``states`` (outputs of the embedding layer and all lower layers),
+  ``padding_mask``, ``src_tokens``, ``inputs``;
+- ``combine_layers(idx, x, states, ctx)`` (seam b) turns layer ``idx``'s output
+  into what the next layer reads; ``stack_output(states, ctx)`` gives the stack's
   output (default: the top). Both defer to ``self.layer_combiner`` when a technique sets it
   (a module with methods of the same names and arguments);
 - the output dict has ``encoder_states`` (embedding layer + every layer, T x B x C) whenever
@@ -24,6 +25,7 @@ from torch import Tensor
 from .. import host_sync
 from .layer_checkpoint import checkpoint_layer
 from .fusion_layers import FusionEncoderLayer, enumerate_layers
+from .seams import LayerContext
 
 # batch dimension of each entry of the encoder output (all entries are lists of tensors)
 ENCODER_OUT_BATCH_DIMS = {
@@ -86,15 +88,15 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
 
     # seam (b): layer combination; identity with options off
-    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], padding_mask) -> Tensor:
+    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: LayerContext) -> Tensor:
         if self.layer_combiner is None:
             return x
-        return self.layer_combiner.combine_layers(idx, x, states, padding_mask)
+        return self.layer_combiner.combine_layers(idx, x, states, ctx)
 
-    def stack_output(self, states: List[Tensor], padding_mask) -> Tensor:
+    def stack_output(self, states: List[Tensor], ctx: LayerContext) -> Tensor:
         if self.layer_combiner is None:
             return states[-1]
-        return self.layer_combiner.stack_output(states, padding_mask)
+        return self.layer_combiner.stack_output(states, ctx)
 
     def forward(
         self,
@@ -105,7 +107,7 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         **extra_inputs,
     ):
         """fairseq's forward; other ``net_input`` keys of a task (e.g. ``src_phrase_lengths``)
-        reach the layers as ``ctx["inputs"]`` (generation passes them too: ``forward_torchscript``)."""
+        reach the layers as ``ctx.inputs`` (generation passes them too: ``forward_torchscript``)."""
         return self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings, extra_inputs)
 
     def forward_scriptable(
@@ -125,14 +127,14 @@ class FusionTransformerEncoder(TransformerEncoderBase):
 
         layer_mask = encoder_padding_mask if has_pads else None
         states = [x]
-        ctx = {"embed": encoder_embedding.transpose(0, 1), "states": states,
-               "padding_mask": layer_mask, "src_tokens": src_tokens, "inputs": extra_inputs or {}}
+        ctx = LayerContext(embed=encoder_embedding.transpose(0, 1), states=states, padding_mask=layer_mask,
+                           src_tokens=src_tokens, inputs=extra_inputs or {})
         for idx, layer in enumerate_layers(self.layers):
             if layer is not None:  # None: dropped by LayerDrop, the identity
                 x = layer(x, encoder_padding_mask=layer_mask, ctx=ctx)
-            x = self.combine_layers(idx, x, states, layer_mask)
+            x = self.combine_layers(idx, x, states, ctx)
             states.append(x)
-        x = self.stack_output(states, layer_mask)
+        x = self.stack_output(states, ctx)
 
         if self.layer_norm is not None:
             x = self.layer_norm(x)
@@ -155,7 +157,7 @@ class FusionTransformerEncoder(TransformerEncoderBase):
             out["encoder_states"] = []  # generation: not read by the decoder, not worth reordering
         return out
 
-    def add_extra_outputs(self, out: Dict[str, List[Tensor]], ctx: Dict):
+    def add_extra_outputs(self, out: Dict[str, List[Tensor]], ctx: LayerContext):
         """Techniques export more tensors here; each key needs an entry in extra_out_batch_dims."""
         for add in self.extra_output_modules:
             add(out, ctx)

@@ -4,7 +4,8 @@ Each layer is fairseq's ``TransformerEncoderLayerBase`` / ``TransformerDecoderLa
 (same parameters, same names) whose ``forward`` runs an ordered list of sub-layer blocks,
 ``self.plan``. A block is a method ``<name>_block(x, st)``: ``x`` is T x B x C and ``st`` a
 dict shared by the blocks of one layer call (masks, incremental state, the layer context
-``ctx`` from the encoder/decoder, attention weights to return).
+``ctx`` (a ``seams.LayerContext``) from the encoder/decoder, attention weights to return, and
+``layer``, the layer itself).
 
 Extension points used by the technique modules (installed at build time, never by
 editing this file):
@@ -14,7 +15,7 @@ editing this file):
 - the attention modules ``self_attn`` / ``encoder_attn`` (seam a): a technique replaces one with a
   subclass of fairseq's ``MultiheadAttention``; one that sets ``wants_layer_state = True`` is also
   called with ``st=st`` (so it can gate its projected keys/values, e.g. lexical shortcuts);
-- ``ctx`` (seams a-c): the stack's embeddings and the outputs of all lower layers.
+- ``ctx`` (``seams.LayerContext``): the stack's embeddings and the outputs of all lower layers.
 With nothing changed, ``forward`` computes exactly what fairseq's layer computes.
 """
 from typing import Dict, List, Optional
@@ -26,13 +27,14 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import Tensor, nn
 from ..errors import FusionError
+from .seams import LayerContext
 
 
 def enumerate_layers(layers):
     """``(index, layer)`` for every layer of a stack; ``layer`` is None where fairseq's LayerDrop
     (``--encoder-layerdrop``/``--decoder-layerdrop``) skips it in this training step. A dropped
     layer is the identity: its input becomes its output under its own index, so techniques that
-    read or weigh layers by index (``ctx["states"]``, layer combiners) keep their structure."""
+    read or weigh layers by index (``ctx.states``, layer combiners) keep their structure."""
     kept = {id(m) for m in layers}  # iterating a LayerDropModuleList samples which layers run
     return [(i, m if id(m) in kept else None) for i, m in enumerate(nn.ModuleList.__iter__(layers))]
 
@@ -107,7 +109,7 @@ class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
         x,
         encoder_padding_mask: Optional[Tensor],
         attn_mask: Optional[Tensor] = None,
-        ctx: Optional[Dict] = None,
+        ctx: Optional[LayerContext] = None,
     ):
         if attn_mask is not None:
             attn_mask = attn_mask.masked_fill(
@@ -200,7 +202,7 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
         self_attn_padding_mask: Optional[Tensor] = None,
         need_attn: bool = False,
         need_head_weights: bool = False,
-        ctx: Optional[Dict] = None,
+        ctx: Optional[LayerContext] = None,
     ):
         if prev_self_attn_state is not None or prev_attn_state is not None:
             raise NotImplementedError("fusion_transformer layers keep state in incremental_state only")

@@ -72,7 +72,7 @@ class FusionTransformerModel(TransformerModel):
         alignment_heads=None,
         **extra_encoder_inputs,
     ):
-        """fairseq's forward; other ``net_input`` keys of a task go to the encoder (``ctx["inputs"]``)."""
+        """fairseq's forward; other ``net_input`` keys of a task go to the encoder (``ctx.inputs``)."""
         encoder_out = self.encoder(
             src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **extra_encoder_inputs
         )

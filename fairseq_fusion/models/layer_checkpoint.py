@@ -12,7 +12,7 @@ the same layer call gives the same loss and gradients with and without checkpoin
 does, so parameter names do not change.
 
 ``--offload-activations``: fairseq moves the checkpointed layer inputs to the CPU. A
-fusion stack keeps every layer's output anyway (``ctx["states"]``, the encoder's
+fusion stack keeps every layer's output anyway (``ctx.states``, the encoder's
 ``encoder_states`` that techniques read), so there is nothing more to offload: the layers
 are checkpointed as with ``--checkpoint-activations`` and a warning says so.
 """

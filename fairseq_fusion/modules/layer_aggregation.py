@@ -17,7 +17,7 @@ embedding layer's output H^0 is not aggregated (the equations start at l = 1), e
   ``--linear-combination-at`` (reading): ``every-layer`` (default) = the input of every layer
   l and the stack output are linear combinations of all lower states, embedding layer
   included: x^l = sum_{k=0}^{l-1} W^l_k H^k (an extra first sub-layer of layer l, seam d,
-  reading the raw outputs in ``ctx["states"]``) and Ĥ = sum_{k=0}^{L} W_k H^k; 28 matrices a
+  reading the raw outputs in ``ctx.states``) and Ĥ = sum_{k=0}^{L} W_k H^k; 28 matrices a
   stack for L = 6, 56 in all = Table 1's +14.7M (the structure of DLCL, Wang et al. 2019,
   with matrices for its scalars and without its LayerNorm); ``output`` = Eq. 5 as written,
   Ĥ = sum_{l=1}^{L} W_l H^l at the stack output only (+3.1M). Both start as the vanilla stack
@@ -134,13 +134,13 @@ class DenseConnection(nn.Module):
         super().__init__()
         self.recursive = recursive
 
-    def combine_layers(self, idx, x, states, _mask_or_ctx):
+    def combine_layers(self, idx, x, states, ctx):
         # states = [embedding layer, H^1, ..., H^{l-1}], x = Layer(H^{l-1})
         if self.recursive:
             return x + sum(states[1:])
         return x if idx == 0 else x + states[-1]  # H^{l-1} = sum of the lower layers' own outputs
 
-    def stack_output(self, states, _mask_or_ctx):
+    def stack_output(self, states, ctx):
         return states[-1]
 
     def nodes(self):
@@ -161,7 +161,7 @@ def linear_weights(num_inputs: int, dim: int) -> nn.ModuleList:
 class LayerInputCombination(nn.Module):
     """``--linear-combination-at every-layer``: the first sub-layer (seam d) of layer l (1-based)
     replaces its input by x^l = sum_{k=0}^{l-1} W^l_k H^k over the raw outputs of the embedding
-    layer and the lower layers (``ctx["states"]``; the layer's own input is H^{l-1})."""
+    layer and the lower layers (``ctx.states``; the layer's own input is H^{l-1})."""
 
     def __init__(self, layer_idx: int, dim: int):
         super().__init__()
@@ -173,7 +173,7 @@ class LayerInputCombination(nn.Module):
     def forward(self, x, st):
         # indexed from the bottom: a checkpointed layer recomputes in backward, when the stack
         # has appended the states above it
-        lower = st["ctx"]["states"][: self.layer_idx]  # H^0..H^{l-2}; x = H^{l-1}
+        lower = st["ctx"].states[: self.layer_idx]  # H^0..H^{l-2}; x = H^{l-1}
         if len(lower) != self.layer_idx:
             raise RuntimeError(
                 f"--linear-combination-at every-layer: layer {self.layer_idx + 1} expects the "
@@ -199,10 +199,10 @@ class LinearCombination(nn.Module):
         self.input_names = [f"H^{l}" for l in range(self.first, num_layers + 1)]
         self.__dict__["layer_inputs"] = []  # plain list: the modules belong to the layers
 
-    def combine_layers(self, idx, x, states, _mask_or_ctx):
+    def combine_layers(self, idx, x, states, ctx):
         return x
 
-    def stack_output(self, states, _mask_or_ctx):
+    def stack_output(self, states, ctx):
         return sum(w(h) for w, h in zip(self.weights, states[self.first:]))
 
     def install_layer_inputs(self, layers, dim):
@@ -235,10 +235,10 @@ class IterativeAggregation(nn.Module):
             make_agg(2, top=0, input_names=["H^l", "Ĥ^{l-1}"], name=f"Ĥ^{l}") for l in range(2, num_layers + 1)
         )
 
-    def combine_layers(self, idx, x, states, _mask_or_ctx):
+    def combine_layers(self, idx, x, states, ctx):
         return x
 
-    def stack_output(self, states, _mask_or_ctx):
+    def stack_output(self, states, ctx):
         agg = states[1]
         for node, h in zip(self.aggs, states[2:]):
             agg = node([h, agg])
@@ -268,7 +268,7 @@ class HierarchicalAggregation(nn.Module):
             aggs.append(make_agg(2, top=0, input_names=["H^{2i-1}", "Ĥ^{i-1}"], name=f"Ĥ^{i}"))
         self.aggs = nn.ModuleList(aggs)
 
-    def combine_layers(self, idx, x, states, _mask_or_ctx):
+    def combine_layers(self, idx, x, states, ctx):
         depth = idx + 1  # x = H^depth; states[depth - 1] is the input of this layer
         if depth % 2 == 0:
             i = depth // 2
@@ -278,7 +278,7 @@ class HierarchicalAggregation(nn.Module):
             return self.aggs[-1]([x, states[depth - 1]])
         return x
 
-    def stack_output(self, states, _mask_or_ctx):
+    def stack_output(self, states, ctx):
         return states[-1]
 
     def nodes(self):

@@ -127,17 +127,17 @@ class ShortcutMultiheadAttention(MultiheadAttention):
         if ctx is None:
             raise RuntimeError("lexical shortcuts need the layer context (st['ctx']) from a fusion encoder/decoder")
         if self.enc_dec:
-            enc = ctx["encoder_out"]
+            enc = ctx.encoder_out
             if self.embed == "layer":
                 e = enc["encoder_states"][0]
             else:
                 e = enc["encoder_embedding"][0].transpose(0, 1)
         elif self.nonlexical and self.layer_idx >= 2:
-            e = ctx["states"][self.layer_idx - 1]  # output of layer n-2 (1-based n = idx + 1)
+            e = ctx.states[self.layer_idx - 1]  # output of layer n-2 (1-based n = idx + 1)
         elif self.embed == "layer":
-            e = ctx["states"][0]
+            e = ctx.states[0]
         else:
-            e = ctx["embed"]
+            e = ctx.embed
         if e.size(0) != length:
             raise RuntimeError(
                 f"lexical shortcuts: E has {e.size(0)} positions but the attended keys have {length}; "

@@ -117,9 +117,9 @@ class MultiLayerSelfAttention(MultiheadAttention):
     def lower_state(self, st, i):
         """H^{l-i} (T x B x C) as this layer's attention reads it."""
         ctx = st.get("ctx")
-        if ctx is None or "states" not in ctx:
-            raise RuntimeError("MultiLayerSelfAttention needs the stack's layer states (ctx['states'])")
-        h = ctx["states"][self.layer_idx + 1 - i]
+        if ctx is None:
+            raise RuntimeError("MultiLayerSelfAttention needs the stack's layer states (st['ctx'].states)")
+        h = ctx.states[self.layer_idx + 1 - i]
         layer = st["layer"]
         return layer.self_attn_layer_norm(h) if layer.normalize_before else h
 

@@ -146,7 +146,7 @@ class PhraseEncoderSublayer(nn.Module):
         seg = self.segmenter(ctx)
         source = self.combine.layer_norm(x) if self.combine.normalize_before else x
         phrases = self.represent(source, seg)
-        ctx.setdefault(PHRASE_REPS, []).append(phrases)
+        ctx.cache.setdefault(PHRASE_REPS, []).append(phrases)
         return self.combine(x, phrases, seg.phrase_padding_mask)
 
 
@@ -162,7 +162,7 @@ class PhraseEncoderOutput(nn.Module):
     def forward(self, out, ctx):
         seg = self.segmenter(ctx)
         top = self.represent(out["encoder_out"][0], seg)
-        lower = ctx.get(PHRASE_REPS, [])
+        lower = ctx.cache.get(PHRASE_REPS, [])
         out[PHRASE_REPS] = lower + [top] if self.transparent else [top]
         out[PHRASE_PADDING_MASK] = [seg.phrase_padding_mask]
 
@@ -205,7 +205,7 @@ class PhraseDecoderSublayer(nn.Module):
         return torch.einsum("l,lpbc->pbc", weights.type_as(reps[0]), torch.stack(reps, dim=0))
 
     def forward(self, x, st):
-        encoder_out = st["ctx"]["encoder_out"]
+        encoder_out = st["ctx"].encoder_out
         if encoder_out is None or PHRASE_REPS not in encoder_out:
             raise FusionError(
                 "--phrase-representations: the decoder needs the encoder's phrase representations "

@@ -124,10 +124,10 @@ class PhraseSegmenter:
         self.rounding = rounding
 
     def __call__(self, ctx) -> Segmentation:
-        seg = ctx.get(self.CTX_KEY)
+        seg = ctx.cache.get(self.CTX_KEY)
         if seg is None:
-            seg = self.segment(ctx["src_tokens"], ctx.get("inputs") or {})
-            ctx[self.CTX_KEY] = seg
+            seg = self.segment(ctx.src_tokens, ctx.inputs)
+            ctx.cache[self.CTX_KEY] = seg
         return seg
 
     def segment(self, src_tokens: Tensor, inputs) -> Segmentation:

@@ -172,7 +172,7 @@ class SurfaceFusion(nn.Module):
 
     def add_surface_logits(self, decoder, features, extra, ctx):
         """Decoder hook: extra[LOGITS_KEY] = V^T r (B x T x |V|), last step only when incremental."""
-        r = self.surface_representation(features, ctx["encoder_out"], ctx["incremental_state"])
+        r = self.surface_representation(features, ctx.encoder_out, ctx.incremental_state)
         if self.ffn_dim:  # the fused E is V^T FFN(y^M), not the decoder's own logits
             r = self.ffn(r)
             extra[VANILLA_KEY] = decoder.output_layer(self.ffn(features))

@@ -1,0 +1,69 @@
+"""The seams of ``fusion_transformer`` as types: what a technique implements to plug in.
+
+ARCHITECTURE.md ("The seams") says where each is called; ``fusion_options.SEAMS`` names what a technique
+claims. With no technique installed every seam is the identity of fairseq's transformer.
+"""
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Protocol, Tuple
+
+from torch import Tensor
+
+
+@dataclass
+class LayerContext:
+    """What every layer of one encoder or decoder call can read (``st["ctx"]`` in a layer call).
+
+    Built once per call by the encoder/decoder and shared by all its layers; fields a side does
+    not have stay None.
+    """
+    embed: Optional[Tensor]  # scaled token embeddings without positions, T x B x C (decoder: the current steps')
+    states: List[Tensor]  # the embedding layer's output, then every lower layer's output (T x B x C), growing
+    # encoder
+    padding_mask: Optional[Tensor] = None  # B x T, None when the batch has no padding
+    src_tokens: Optional[Tensor] = None  # B x T
+    inputs: Dict[str, Tensor] = field(default_factory=dict)  # the task's other net_input keys (src_phrase_lengths)
+    # decoder
+    encoder_out: Optional[Dict[str, List[Tensor]]] = None
+    incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None
+    self_attn_padding_mask: Optional[Tensor] = None
+    extra: Dict[str, Any] = field(default_factory=dict)  # merged into the decoder's ``extra`` output
+    # what a technique computes once per call for its layers, under its own key (e.g. the phrase segmentation)
+    cache: Dict[str, Any] = field(default_factory=dict)
+
+
+class SubLayer(Protocol):
+    """(d) a sub-layer a technique adds to a layer's plan (``layer.extra_sublayers[name]``).
+
+    ``st`` is the layer call's state: its masks, ``incremental_state``, ``ctx`` (a ``LayerContext``) and
+    ``layer`` (the layer running the plan)."""
+
+    def __call__(self, x: Tensor, st: Dict[str, Any]) -> Tensor: ...
+
+
+class LayerStateAttention(Protocol):
+    """(a) an attention module replacing ``self_attn`` / ``encoder_attn`` (a fairseq ``MultiheadAttention``
+    subclass) that is called with the layer state as well, ``st=st``."""
+
+    wants_layer_state: bool
+
+
+class LayerCombiner(Protocol):
+    """(b) ``encoder.layer_combiner`` / ``decoder.layer_combiner``: what layer ``idx``'s output passes on to the
+    next layer, and the stack's output."""
+
+    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: LayerContext) -> Tensor: ...
+
+    def stack_output(self, states: List[Tensor], ctx: LayerContext) -> Tensor: ...
+
+
+class EncoderReader(Protocol):
+    """(c) ``decoder.encoder_reader``: what decoder layer ``idx`` attends, and its padding mask."""
+
+    def encoder_memory(self, idx: int, encoder_out: Optional[Dict[str, List[Tensor]]],
+                       incremental_state) -> Tuple[Optional[Tensor], Optional[Tensor]]: ...
+
+
+class OutputFusion(Protocol):
+    """(e) ``decoder.output_fusion``: the model's output distribution."""
+
+    def get_normalized_probs(self, net_output, log_probs: bool) -> Tensor: ...
