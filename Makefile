@@ -16,7 +16,7 @@ PIPQ ?= -q --disable-pip-version-check
 install: $(STAMP)
 
 # SYSTEM_SITE_PACKAGES=1: the venv sees the system's packages, so your own torch/fairseq are kept
-$(STAMP): Makefile setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion/cli/*.py)
+$(STAMP): Makefile setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion_tools/cli/*.py)
 	test -x $(PY) || $(PYTHON) -m venv $(if $(SYSTEM_SITE_PACKAGES),--system-site-packages) $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(PIPQ) "torch==$(TORCH_VERSION)"
 	PY=$(PY) PIPQ="$(PIPQ)" bash scripts/install_fairseq.sh

@@ -6,15 +6,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def console_scripts():
-    """Every fairseq_fusion/cli/NAME.py with a cli_main() is the command fusion-NAME (underscores -> dashes)."""
-    cli_dir = os.path.join(HERE, "fairseq_fusion", "cli")
+    """Every fairseq_fusion_tools/cli/NAME.py with a cli_main() is the command fusion-NAME (underscores -> dashes)."""
+    cli_dir = os.path.join(HERE, "fairseq_fusion_tools", "cli")
     scripts = []
     for name in sorted(os.listdir(cli_dir)):
         if name.endswith(".py") and not name.startswith("_"):
             with open(os.path.join(cli_dir, name)) as f:
                 if "def cli_main(" in f.read():
                     mod = name[:-3]
-                    scripts.append(f"fusion-{mod.replace('_', '-')} = fairseq_fusion.cli.{mod}:cli_main")
+                    scripts.append(f"fusion-{mod.replace('_', '-')} = fairseq_fusion_tools.cli.{mod}:cli_main")
     # located without importing the package, so $(fusion-user-dir) answers at once
     return scripts + ["fusion-user-dir = fusion_user_dir:cli_main"]
 
@@ -23,7 +23,7 @@ setup(
     name="fairseq_fusion",
     version="0.1.0",
     description="Five Transformer NMT papers as options of one fairseq model (fairseq --user-dir plugin)",
-    packages=find_packages(include=["fairseq_fusion", "fairseq_fusion.*"]),
+    packages=find_packages(include=["fairseq_fusion", "fairseq_fusion.*", "fairseq_fusion_tools", "fairseq_fusion_tools.*"]),
     py_modules=["fusion_user_dir"],
     python_requires=">=3.10",  # tested: 3.10 (make test-compat) and 3.11 (make test); README: Tested stacks
     # torch and fairseq are not declared: `make install` installs them (see README: which fairseq build, and

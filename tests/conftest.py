@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import fairseq_fusion  # noqa: F401  (registers archs, allow-lists checkpoint classes)
-from fairseq_fusion import data_paths
+from fairseq_fusion_tools import data_paths
 
 REPO = data_paths.REPO_ROOT
 BIN = os.path.dirname(sys.executable)

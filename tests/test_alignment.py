@@ -8,9 +8,9 @@ import torch
 from fairseq import options, tasks
 
 from conftest import run_cli, train_args
-from fairseq_fusion import data_paths
-from fairseq_fusion.analysis import alignment
-from fairseq_fusion.analysis import alignment_stream as stream
+from fairseq_fusion_tools import data_paths
+from fairseq_fusion_tools.analysis import alignment
+from fairseq_fusion_tools.analysis import alignment_stream as stream
 
 ALIGN = data_paths.data_path("alignment")
 
@@ -257,7 +257,7 @@ def trained_checkpoint(multi30k_slice, tmp_path_factory):
 def test_alignment_command_matches_a_sentence_by_sentence_count(trained_checkpoint, multi30k_slice, tmp_path):
     """The command (two checkpoints, batches of 7) against AER and C<=i counted here one
     sentence at a time from layer_attentions, with the command's BPE and direction."""
-    from fairseq_fusion.analysis.common import load_model
+    from fairseq_fusion_tools.analysis.common import load_model
 
     out = str(tmp_path / "align")
     parallel, gold_path = os.path.join(ALIGN, "deen", "test.de-en"), os.path.join(ALIGN, "deen", "deen.talp")

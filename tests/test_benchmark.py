@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from fairseq_fusion import benchmark
+from fairseq_fusion_tools import benchmark
 from conftest import run_cli
 
 
@@ -32,7 +32,7 @@ def test_memory_table_has_memory_column_and_ratio():
 
 
 def test_ratios_pair_each_run_with_the_transformer_run_before_it():
-    from fairseq_fusion import benchmark_report
+    from fairseq_fusion_tools import benchmark_report
 
     def run(arch, wps, sps, flops=None):
         r = {"arch": arch, "params": 1e6, "beam": 4, "train_words_per_s": wps, "decode_sentences_per_s": {"4": sps},
@@ -95,7 +95,7 @@ def test_memory_only_end_to_end(multi30k_slice, tmp_path):
 def test_decode_profile_splits_decoding_time(multi30k_slice, tmp_path):
     """--decode-profile: model calls + search add up to the decoding time, the FFN is timed only where it exists,
     and the prediction is 1 / (share / flop_ideal + 1 - share) of the transformer's model share."""
-    from fairseq_fusion.benchmark_profile import predicted_ratio
+    from fairseq_fusion_tools.benchmark_profile import predicted_ratio
 
     out = str(tmp_path / "profile.json")
     run_cli(["fusion-benchmark", "--data", multi30k_slice, "--archs", "transformer_simplified_decoder", "--size", "tiny",

@@ -11,7 +11,7 @@ from fairseq import options
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 from fairseq_fusion import fusion_options
-from fairseq_fusion.cli import archs as cli
+from fairseq_fusion_tools.cli import archs as cli
 from fairseq_fusion.models import FusionTransformerModel, catalog
 from fairseq_fusion.models.fusion_config import model_actions
 from conftest import REPO, write_dicts

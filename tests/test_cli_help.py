@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from fairseq_fusion import data_paths
+from fairseq_fusion_tools import data_paths
 
 CLI_DIR = os.path.join(data_paths.REPO_ROOT, "fairseq_fusion", "cli")
 
@@ -21,7 +21,7 @@ def discover():
         if name.endswith(".py") and not name.startswith("_"):
             with open(os.path.join(CLI_DIR, name)) as f:
                 if "def cli_main(" in f.read():
-                    found["fusion-" + name[:-3].replace("_", "-")] = "fairseq_fusion.cli." + name[:-3]
+                    found["fusion-" + name[:-3].replace("_", "-")] = "fairseq_fusion_tools.cli." + name[:-3]
     return found
 
 
@@ -110,7 +110,7 @@ def test_discovery_matches_setup():
     """Every fusion-* console script setup.py installed is discovered here (same rule)."""
     from importlib.metadata import entry_points
 
-    installed = {e.name for e in entry_points(group="console_scripts") if e.value.startswith("fairseq_fusion.cli.")}
+    installed = {e.name for e in entry_points(group="console_scripts") if e.value.startswith("fairseq_fusion_tools.cli.")}
     assert installed and installed <= set(COMMANDS), installed - set(COMMANDS)
 
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import torch
 
-from fairseq_fusion import compare
+from fairseq_fusion_tools import compare
 from conftest import BIN, REPO, run_cli
 
 

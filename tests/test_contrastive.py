@@ -6,9 +6,9 @@ import os
 import pytest
 import torch
 
-from fairseq_fusion import data_paths
-from fairseq_fusion.analysis import contrastive, contrastive_check, contrastive_translate
-from fairseq_fusion.analysis import contrastive_protocols as protocols
+from fairseq_fusion_tools import data_paths
+from fairseq_fusion_tools.analysis import contrastive, contrastive_check, contrastive_translate
+from fairseq_fusion_tools.analysis import contrastive_protocols as protocols
 
 from conftest import run_cli, train_args
 
@@ -223,7 +223,7 @@ def _mucow_suite(tmp_path):
 
 
 def test_mucow_check_on_hand_written_translations(tmp_path):
-    from fairseq_fusion.cli import contrastive_translate as cli
+    from fairseq_fusion_tools.cli import contrastive_translate as cli
 
     folder, hyp, lemmas = _mucow_suite(tmp_path)
     out = str(tmp_path / "mucow_out")
@@ -261,7 +261,7 @@ def test_mucow_references_match_their_own_keys():
 
 
 def test_contrawsd_check_on_hand_written_translations(tmp_path):
-    from fairseq_fusion.cli import contrastive_translate as cli
+    from fairseq_fusion_tools.cli import contrastive_translate as cli
 
     folder = tmp_path / "wsd"
     folder.mkdir()
@@ -306,7 +306,7 @@ def test_contrawsd_check_on_hand_written_translations(tmp_path):
 
 @needs_data
 def test_contrawsd_wmt18_without_its_key_names_the_missing_file(tmp_path):
-    from fairseq_fusion.cli import contrastive_translate as cli
+    from fairseq_fusion_tools.cli import contrastive_translate as cli
 
     hyp = _write(tmp_path / "hyp.txt", ["x"])
     args = cli.get_parser().parse_args(["--suite", os.path.join(CONTRASTIVE, "contrawsd_wmt18"), "--hyp", hyp, "--out", str(tmp_path / "o")])
@@ -338,7 +338,7 @@ def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tiny_checkp
     is counted under its protocol (DistilLingEval: lingeval97 pairs; MuCoW scoring JSON: contrawsd items)."""
     from fairseq import checkpoint_utils
 
-    from fairseq_fusion.cli import contrastive_score
+    from fairseq_fusion_tools.cli import contrastive_score
 
     suite = os.path.join(CONTRASTIVE, "distil_lingeval", "polarity_affix_del.mt")
     mucow = os.path.join(CONTRASTIVE, "mucow", "scoring", "lv-en.mucow.scoring.json")
@@ -391,7 +391,7 @@ def test_translate_mode_equals_fairseq_interactive(multi30k_slice, tiny_checkpoi
     BPE removed and Moses-detokenized; the check then runs on them."""
     from sacremoses import MosesDetokenizer
 
-    from fairseq_fusion.cli import contrastive_translate as cli
+    from fairseq_fusion_tools.cli import contrastive_translate as cli
 
     folder = os.path.join(CONTRASTIVE, "mucow", "translation")
     out = str(tmp_path / "mucow_tr")

@@ -14,7 +14,7 @@ from fairseq import checkpoint_utils, options
 from fairseq.data import Dictionary, data_utils
 from fairseq.tasks.translation import TranslationTask
 
-from fairseq_fusion.analysis import exploitation
+from fairseq_fusion_tools.analysis import exploitation
 from fairseq_fusion.criterions.label_smoothed_cross_entropy_with_diversity import (
     LabelSmoothedCrossEntropyWithDiversityCriterion,
     layer_diversity,

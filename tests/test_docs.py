@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from fairseq_fusion import data_paths
+from fairseq_fusion_tools import data_paths
 
 REPO = data_paths.REPO_ROOT
 

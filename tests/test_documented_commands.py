@@ -18,7 +18,7 @@ import pytest
 
 from conftest import BIN, REPO, train_args, write_dicts
 import documented_commands as dc
-from fairseq_fusion import data_paths
+from fairseq_fusion_tools import data_paths
 
 GROUPS = list(dict.fromkeys(e.group for e in dc.REGISTRY.values()))
 # the repository's own outputs and caches are not part of a fresh clone
@@ -312,7 +312,7 @@ def argv_of(cmd, cwd):
 
 
 def tool_module(prog):
-    return importlib.import_module("fairseq_fusion.cli." + prog[len("fusion-"):].replace("-", "_"))
+    return importlib.import_module("fairseq_fusion_tools.cli." + prog[len("fusion-"):].replace("-", "_"))
 
 
 def tool_parser(prog):

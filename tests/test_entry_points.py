@@ -116,7 +116,7 @@ def test_interactive_and_hub_translate_every_arch(case, checkpoints, multi30k_sl
 @pytest.fixture(scope="module")
 def data_with_spans(multi30k_slice, tmp_path_factory):
     """A view of the slice with a span file for its test split (flat trees of the tokenized lines)."""
-    from fairseq_fusion.cli import parse_spans
+    from fairseq_fusion_tools.cli import parse_spans
 
     from fairseq.data import data_utils, indexed_dataset
 
@@ -190,7 +190,7 @@ def test_parse_model_spans_change_the_translation_scores(checkpoints, multi30k_s
 
 
 def test_contrastive_scoring_with_parse_tree_phrases(checkpoints, multi30k_slice, trees_file, tmp_path):
-    from fairseq_fusion.cli import contrastive_score
+    from fairseq_fusion_tools.cli import contrastive_score
 
     suite = tmp_path / "suite"
     suite.mkdir()
@@ -242,7 +242,7 @@ def test_inference_spans_from_a_tree_and_the_ngram_fallback(tmp_path):
 def test_parse_trees_command_with_a_parser_and_failed_lines(tmp_path, capsys):
     """fusion-parse-trees with a stand-in for stanza's pipeline (its model cannot be downloaded here): trees in
     line order, an empty line where the parser fails, counted; fusion-parse-spans then falls back on those lines."""
-    from fairseq_fusion.cli import parse_trees
+    from fairseq_fusion_tools.cli import parse_trees
 
     class StandIn:
         def parse(self, sentences):

@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from fairseq_fusion import data_paths
-from fairseq_fusion.analysis import evaluation
+from fairseq_fusion_tools import data_paths
+from fairseq_fusion_tools.analysis import evaluation
 
 from conftest import BIN
 
@@ -45,7 +45,7 @@ def multi_bleu(hyps, refs):
 
 @needs_wmt14
 def test_newstest2014_detok_bleu_equals_sacrebleu_cli(tmp_path):
-    from fairseq_fusion.cli import score_bleu
+    from fairseq_fusion_tools.cli import score_bleu
 
     out = str(tmp_path / "nt14")
     args = score_bleu.get_parser().parse_args(["--hyp", SYSTEM, "--hyp-format", "tok", "--ref", REF, "-t", "de", "--out", out])
@@ -70,7 +70,7 @@ def test_chinese_detok_bleu_uses_sacrebleus_zh_tokenizer(tmp_path):
     """-t zh: detokenized BLEU with sacreBLEU's zh tokenizer, as `sacrebleu -tok zh` (here on the 450
     Chinese sentences of the zhen gold set, against a copy with one character dropped from the middle of
     every third line); 13a scores the unsegmented Chinese as a few long tokens: 87.5 where zh gives 98.0."""
-    from fairseq_fusion.cli import score_bleu
+    from fairseq_fusion_tools.cli import score_bleu
 
     path = os.path.join(data_paths.data_path("alignment"), "zhen", "test.zh-en")
     with open(path, encoding="utf-8") as f:
@@ -114,7 +114,7 @@ def test_generate_output_reader(tmp_path):
 
 @needs_wmt14
 def test_bleu_by_length_and_significance_equal_direct_computation(tmp_path):
-    from fairseq_fusion.cli import bleu_by_length, significance
+    from fairseq_fusion_tools.cli import bleu_by_length, significance
 
     n = 600
     src = evaluation.read_lines(SRC)[:n]
@@ -154,7 +154,7 @@ def test_bleu_by_length_and_significance_equal_direct_computation(tmp_path):
 def test_paired_bootstrap_reports_a_copy_of_the_baseline_as_the_same_output(tmp_path):
     """sacreBLEU counts resampled differences strictly above the observed one: a copy of the baseline gets its
     smallest p, 1/(n+1), "significant" (its command line, run here). Such a system is the same output, not tested."""
-    from fairseq_fusion.cli import significance
+    from fairseq_fusion_tools.cli import significance
 
     refs = ["the cat sat on the mat .", "a dog ran in the park today .", "we like green tea a lot .", "it rained ."]
     base = ["the cat sat on a mat .", "a dog ran in park today .", "we like tea a lot .", "it rained all day ."]

@@ -13,9 +13,9 @@ import subprocess
 import pytest
 from conftest import run_cli
 
-from fairseq_fusion import data_paths
-from fairseq_fusion.analysis import m2 as M2
-from fairseq_fusion.analysis.metrics import get_metric
+from fairseq_fusion_tools import data_paths
+from fairseq_fusion_tools.analysis import m2 as M2
+from fairseq_fusion_tools.analysis.metrics import get_metric
 
 REPO = data_paths.REPO_ROOT
 

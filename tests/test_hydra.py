@@ -16,8 +16,7 @@ from fairseq_fusion.models import FusionTransformerModel
 from fairseq_fusion.models.fusion_config import (FAIRSEQ_GETATTR_DEFAULTS, FusionTransformerConfig, check_model_config,
                                                  model_actions)
 
-sys.path.insert(0, os.path.join(REPO, "recipes", "common"))
-import settings  # noqa: E402
+from fairseq_fusion_tools import recipe_settings as settings  # noqa: E402
 
 HYDRA_DIR = os.path.join(REPO, "recipes", "hydra")
 FUSION_ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel)

@@ -11,7 +11,7 @@ from fairseq import options, tasks
 from fairseq.data import data_utils
 
 from conftest import run_cli, train_args, write_dicts
-from fairseq_fusion.analysis import information_probe as probe
+from fairseq_fusion_tools.analysis import information_probe as probe
 
 SMALL = [
     "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",

@@ -99,6 +99,34 @@ def test_fine_grained_mix_matches_equation(extra, data_dir):
         assert torch.allclose(enc[MEMORY_KEY][m], expected, atol=1e-5)
 
 
+@torch.no_grad()
+@pytest.mark.parametrize("top_state", ["output", "last-layer"])
+def test_top_state_of_a_prenorm_encoder(top_state, data_dir):
+    """--layer-attention-top-state: X^N of a pre-norm encoder is its output after the final LayerNorm (output) or the
+    last layer's own output before it (last-layer, the authors' code); the mix of Eq. S^m computed here."""
+    model, task, _ = build("transformer_fine_grained_layer_attention", data_dir, *NO_NORM, "--encoder-normalize-before",
+                           "--layer-attention-top-state", top_state)
+    model.eval()
+    reader = model.decoder.encoder_reader
+    toks, lengths = source_batch(task)
+    seen = []
+    hooks = [layer.register_forward_hook(lambda mod, inp, out: seen.append(out)) for layer in model.encoder.layers]
+    enc = model.encoder(toks, lengths, return_all_hiddens=True)
+    for h in hooks:
+        h.remove()
+    last = seen[-1]  # the top layer's own output
+    final = model.encoder.layer_norm
+    assert final is not None and torch.allclose(enc["encoder_out"][0], layer_norm_by_hand(last, final.weight, final.bias),
+                                                atol=1e-5)
+    top = last if top_state == "last-layer" else enc["encoder_out"][0]
+    xs = [math.sqrt(D) * model.encoder.embed_tokens.weight[toks].transpose(0, 1)] + seen[:N - 1] + [top]
+    w = torch.softmax(reader.weight, dim=1)  # M x (N+1) x D
+    for m in range(M):
+        expected = sum(w[m, n] * xs[n] for n in range(N + 1))
+        assert torch.allclose(enc[MEMORY_KEY][m], expected, atol=1e-5)
+    assert (last - enc["encoder_out"][0]).abs().max() > 0.1  # the two readings differ in a pre-norm encoder
+
+
 def fixed_encoder_out(seed=0, T=5, B=2):
     g = torch.Generator().manual_seed(seed)
     states = [torch.randn(T, B, D, generator=g) for _ in range(N + 1)]
@@ -402,7 +430,7 @@ def test_layer_attention_map_and_expressivity_from_the_checkpoint(fgla_checkpoin
 
 def test_gpt2_post_processing_decodes_token_ids(tmp_path):
     """--bpe gpt2: fairseq's GPT-2 BPE turns the dictionary's id symbols back into text."""
-    from fairseq_fusion.cli.layer_masking import get_parser, gpt2_bpe
+    from fairseq_fusion_tools.cli.layer_masking import get_parser, gpt2_bpe
 
     (tmp_path / "encoder.json").write_text(json.dumps({"Hello": 0, "\u0120world": 1, ".": 2}))
     (tmp_path / "vocab.bpe").write_text("#version: 0.2\n")
@@ -422,7 +450,7 @@ def test_gpt2_post_processing_decodes_token_ids(tmp_path):
 def test_expressivity_halves_follow_top_layer_embedding_weights(data_dir):
     import numpy as np
 
-    from fairseq_fusion.analysis.layer_fusion import expressivity_curves
+    from fairseq_fusion_tools.analysis.layer_fusion import expressivity_curves
 
     model, _, _ = build("transformer_fine_grained_layer_attention", data_dir)
     model.eval()
@@ -443,7 +471,7 @@ def test_expressivity_halves_follow_top_layer_embedding_weights(data_dir):
 
 @torch.no_grad()
 def test_bilingual_similarity_all_and_non_shared(data_dir, tmp_path):
-    from fairseq_fusion.analysis.layer_fusion import bilingual_similarity, read_dictionary
+    from fairseq_fusion_tools.analysis.layer_fusion import bilingual_similarity, read_dictionary
 
     model, task, _ = build("fusion_transformer", data_dir)
     path = tmp_path / "dict.txt"
@@ -464,8 +492,8 @@ def test_bilingual_similarity_all_and_non_shared(data_dir, tmp_path):
 
 def test_dictionary_from_real_gold_alignment():
     """Sure links of the RWTH De-En gold alignment (1-indexed), swapped to En-De."""
-    from fairseq_fusion import data_paths
-    from fairseq_fusion.analysis.layer_fusion import dictionary_from_alignments
+    from fairseq_fusion_tools import data_paths
+    from fairseq_fusion_tools.analysis.layer_fusion import dictionary_from_alignments
 
     root = os.path.join(data_paths.data_path("alignment"), "deen")
     pairs = set(dictionary_from_alignments(os.path.join(root, "test.de-en"), os.path.join(root, "deen.talp"), reverse=True))
@@ -480,7 +508,7 @@ def test_dictionary_from_real_gold_alignment():
 def test_links_counted_from_zero_or_one(tmp_path):
     """fast_align's 0-based links and the same links 1-based give the same dictionary; a file that
     cannot tell, or that mixes both, is refused naming the flag or the file."""
-    from fairseq_fusion.analysis.layer_fusion import dictionary_from_alignments
+    from fairseq_fusion_tools.analysis.layer_fusion import dictionary_from_alignments
 
     text = tmp_path / "text"
     text.write_text("das Haus ist klein ||| the house is small\nja ||| yes\n")

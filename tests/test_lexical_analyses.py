@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from fairseq import options, tasks
 from fairseq.data import LanguagePairDataset
 
-from fairseq_fusion.analysis import lexical_gates, lexical_probe, lexical_similarity
-from fairseq_fusion.analysis.lexical_frequency import type_bins
-from fairseq_fusion.analysis.lexical_pos import CATEGORIES, PositionCategories, subword_categories, super_category
-from fairseq_fusion.analysis.lexical_store import StateStore
+from fairseq_fusion_tools.analysis import lexical_gates, lexical_probe, lexical_similarity
+from fairseq_fusion_tools.analysis.lexical_frequency import type_bins
+from fairseq_fusion_tools.analysis.lexical_pos import CATEGORIES, PositionCategories, subword_categories, super_category
+from fairseq_fusion_tools.analysis.lexical_store import StateStore
 
 TINY = [
     "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",

@@ -359,7 +359,7 @@ def fake_tags(word):
 def test_lexical_probe_command(multi30k_slice, ff_checkpoint, tmp_path):
     from fairseq.data import Dictionary
 
-    from fairseq_fusion.cli import lexical_probe
+    from fairseq_fusion_tools.cli import lexical_probe
 
     n = 150
     words = open(os.path.join(multi30k_slice, "tok", "test.en")).read().splitlines()[:n]
@@ -395,9 +395,9 @@ def test_lexical_probe_command(multi30k_slice, ff_checkpoint, tmp_path):
 def test_embedding_similarity_command(multi30k_slice, ff_checkpoint, tmp_path):
     """The command's means (big batches) equal the streamed means over small batches, and the
     positions are the split's non-padding tokens."""
-    from fairseq_fusion.analysis.common import load_model
-    from fairseq_fusion.analysis.lexical_similarity import stream_similarity
-    from fairseq_fusion.cli import embedding_similarity
+    from fairseq_fusion_tools.analysis.common import load_model
+    from fairseq_fusion_tools.analysis.lexical_similarity import stream_similarity
+    from fairseq_fusion_tools.cli import embedding_similarity
 
     out = str(tmp_path / "sim")
     data = run_main(embedding_similarity, ["--path", ff_checkpoint, "--data", multi30k_slice,
@@ -418,8 +418,8 @@ def test_shortcut_gates_command(multi30k_slice, ff_checkpoint, tmp_path):
     sentence by sentence (no padding) with hooks of this test."""
     import shutil
 
-    from fairseq_fusion.analysis.common import load_model
-    from fairseq_fusion.cli import shortcut_gates
+    from fairseq_fusion_tools.analysis.common import load_model
+    from fairseq_fusion_tools.cli import shortcut_gates
 
     second = str(tmp_path / "other.pt")
     shutil.copy(ff_checkpoint, second)
@@ -453,7 +453,7 @@ def test_shortcut_gates_command(multi30k_slice, ff_checkpoint, tmp_path):
 
 
 def test_frequency_bins_are_equal_size_groups_of_types():
-    from fairseq_fusion.analysis.lexical_probe import frequency_bins
+    from fairseq_fusion_tools.analysis.lexical_probe import frequency_bins
 
     counts = {t: 100 - t for t in range(20)}  # type 19 is the rarest
     tokens = torch.tensor([0, 0, 19, 5, 10, 10, 3] + list(range(20)))
@@ -464,7 +464,7 @@ def test_frequency_bins_are_equal_size_groups_of_types():
 
 
 def test_gate_statistics_refuse_a_model_without_shortcuts(tiny_dicts):
-    from fairseq_fusion.analysis.lexical_gates import gate_sites
+    from fairseq_fusion_tools.analysis.lexical_gates import gate_sites
 
     model, _, _ = build(tiny_dicts, "fusion_transformer", SMALL)
     with pytest.raises(ValueError, match="no lexical shortcuts"):

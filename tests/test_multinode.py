@@ -14,11 +14,10 @@ from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.distributed import utils as distributed_utils
 
-from fairseq_fusion import data_paths
+from fairseq_fusion_tools import data_paths
 
 REPO = data_paths.REPO_ROOT
-sys.path.insert(0, os.path.join(REPO, "recipes", "common"))
-import settings  # noqa: E402
+from fairseq_fusion_tools import recipe_settings as settings  # noqa: E402
 TRAIN = os.path.join(REPO, "recipes", "wmt14_en_de", "train.sh")
 ARCH = "transformer_lexical_shortcuts_ff"
 # Emelin et al. A.1: 25,000 tokens per update on WMT14 En-De (recipes/README.md's table); Dou et al. 32,768

@@ -14,7 +14,7 @@ from torch import nn
 
 import test_contracts as contracts
 from fairseq_fusion import fusion_options
-from fairseq_fusion.cli import archs as cli
+from fairseq_fusion_tools.cli import archs as cli
 from fairseq_fusion.fusion_options import REPLACES, Claim, Flag, OptionGroup
 from fairseq_fusion.models import catalog, conflicts
 from fairseq_fusion.models.archs_base import fusion_base_architecture

@@ -1,5 +1,5 @@
 """Result files are written atomically (a temporary file, then os.replace) and an --out is written by one
-command at a time (OUT.lock): fairseq_fusion/atomic_files.py and the analysis commands' use of it."""
+command at a time (OUT.lock): fairseq_fusion_tools/atomic_files.py and the analysis commands' use of it."""
 import json
 import os
 import socket
@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import run_cli
 
-from fairseq_fusion import atomic_files
+from fairseq_fusion_tools import atomic_files
 
 
 def test_a_failed_write_leaves_the_old_file(tmp_path):
@@ -28,7 +28,7 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
     from matplotlib.artist import Artist
 
-    from fairseq_fusion.analysis.common import new_figure
+    from fairseq_fusion_tools.analysis.common import new_figure
 
     class CtrlC(Artist):  # drawn after matplotlib has started writing the SVG file
         def draw(self, renderer):
@@ -45,7 +45,7 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
 
 def test_a_complete_write_replaces_with_the_usual_permissions(tmp_path):
-    from fairseq_fusion.analysis.common import new_figure, write_outputs
+    from fairseq_fusion_tools.analysis.common import new_figure, write_outputs
 
     fig, ax = new_figure()
     ax.plot([1, 2], [3, 4])
@@ -63,7 +63,7 @@ def _lock(path, pid):
 
 
 def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(tmp_path, capsys):
-    from fairseq_fusion.analysis.common import locked
+    from fairseq_fusion_tools.analysis.common import locked
 
     class Args:
         out = str(tmp_path / "OUT")
@@ -91,7 +91,7 @@ def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(tmp_path, capsys):
 def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, monkeypatch):
     """fusion-bleu-by-length (no checkpoint): refused while another process holds OUT.lock, before writing
     anything; run alone it writes OUT.json/OUT.png and removes its lock when it exits."""
-    from fairseq_fusion.cli import bleu_by_length
+    from fairseq_fusion_tools.cli import bleu_by_length
 
     for name, lines in (("src", ["a b c", "d e f g"]), ("ref", ["A b c .", "D e f g ."]), ("hyp", ["A b c .", "D e g ."])):
         (tmp_path / name).write_text("\n".join(lines) + "\n")

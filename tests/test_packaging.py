@@ -6,7 +6,7 @@ import os
 import re
 import sys
 
-from fairseq_fusion.data_paths import REPO_ROOT
+from fairseq_fusion_tools.data_paths import REPO_ROOT
 
 UNDECLARED_BY_DESIGN = {"torch", "fairseq", "fairseq_cli"}  # fairseq_cli ships with fairseq
 

@@ -4,7 +4,7 @@ import os
 import pytest
 from conftest import run_cli, train_args
 
-from fairseq_fusion.cli import parse_spans
+from fairseq_fusion_tools.cli import parse_spans
 from fairseq_fusion.modules.phrase_parse_tree import ParseError, parse_tree, phrase_lengths, tree_words
 from fairseq_fusion.tasks.translation_with_phrases import read_phrase_spans, span_path
 

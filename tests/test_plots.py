@@ -30,7 +30,7 @@ def close_figures():
 
 def test_overlap_check_finds_overlapping_titles():
     """The helper itself: two panel titles too long for their panels collide; the same figure with short ones does not."""
-    from fairseq_fusion.analysis.common import new_figure
+    from fairseq_fusion_tools.analysis.common import new_figure
 
     fig, axes = new_figure(1, 2, figsize=(4, 2), layout=None)
     for ax in axes:
@@ -42,7 +42,7 @@ def test_overlap_check_finds_overlapping_titles():
 
 
 def test_alignment_plot():
-    from fairseq_fusion.analysis import alignment_stream
+    from fairseq_fusion_tools.analysis import alignment_stream
 
     entries = [{"label": label, "layers": [{"layer": i, "aer": a, "cumulative_coverage": c}
                                            for i, a, c in zip(range(1, 7), values(6), values(6))]}
@@ -52,7 +52,7 @@ def test_alignment_plot():
 
 
 def test_information_probe_plot():
-    from fairseq_fusion.analysis import information_probe
+    from fairseq_fusion_tools.analysis import information_probe
 
     entries = [{"label": label, "ppl": {side: {m: values(6, 1, 300) for m in information_probe.PANELS}
                                         for side in ("source", "target")},
@@ -61,7 +61,7 @@ def test_information_probe_plot():
 
 
 def test_lexical_probe_plot():
-    from fairseq_fusion.analysis import lexical_probe
+    from fairseq_fusion_tools.analysis import lexical_probe
 
     cats = ("NOUN", "VERB", "ADJ-ADV", "OTHER")
     result = {side: {"accuracy": values(7), "accuracy_by_frequency_bin": [values(10) for _ in range(7)],
@@ -71,7 +71,7 @@ def test_lexical_probe_plot():
 
 
 def test_lexical_gates_plot():
-    from fairseq_fusion.analysis import lexical_gates
+    from fairseq_fusion_tools.analysis import lexical_gates
 
     def gates():
         return {f"{stack}.layers.{layer}.{attn}.{gate}": {
@@ -84,15 +84,15 @@ def test_lexical_gates_plot():
 
 
 def test_embedding_similarity_plot():
-    from fairseq_fusion.analysis import lexical_similarity
+    from fairseq_fusion_tools.analysis import lexical_similarity
 
     result = {side: {ref: values(6) for ref in lexical_similarity.REFERENCES} for side in ("encoder", "decoder")}
     assert_readable(lexical_similarity.plot(result, f"of {CKPT} (transformer_lexical_shortcuts, test)"), CKPT)
 
 
 def test_exploitation_plot():
-    from fairseq_fusion.analysis import exploitation
-    from fairseq_fusion.analysis.common import new_figure
+    from fairseq_fusion_tools.analysis import exploitation
+    from fairseq_fusion_tools.analysis.common import new_figure
 
     nodes = [f"Ĥ^{l}" for l in range(2, 7)]
     result = {f"{side}: iterative aggregation": {
@@ -102,7 +102,7 @@ def test_exploitation_plot():
 
 
 def test_contrastive_score_plot():
-    from fairseq_fusion.analysis import contrastive_protocols as protocols
+    from fairseq_fusion_tools.analysis import contrastive_protocols as protocols
 
     def table(names):
         return {n: {"accuracy": a, "total": 100} for n, a in zip(names, values(len(names)))}
@@ -117,7 +117,7 @@ def test_contrastive_score_plot():
 
 @pytest.mark.parametrize("suite", ["MuCoW", "ContraWSD WMT18"])
 def test_contrastive_translate_plot(suite):
-    from fairseq_fusion.analysis import contrastive_check
+    from fairseq_fusion_tools.analysis import contrastive_check
 
     words = [f"ambiguous{i}" for i in range(150)]
     if suite == "MuCoW":
@@ -132,7 +132,7 @@ def test_contrastive_translate_plot(suite):
 
 
 def test_bleu_by_length_plot():
-    from fairseq_fusion.analysis import evaluation
+    from fairseq_fusion_tools.analysis import evaluation
 
     result = {"buckets": ["(0,15]", "(15,30]", "(30,45]", ">45"], "sentences": [1200, 1300, 400, 100],
               "bleu": {"transformer": values(4, 20, 30), "lexical shortcuts": values(4, 20, 30)}}
@@ -141,7 +141,7 @@ def test_bleu_by_length_plot():
 
 
 def test_training_curve_plot():
-    from fairseq_fusion.cli import training_curve
+    from fairseq_fusion_tools.cli import training_curve
 
     curves = {label: [{"num_updates": u, "bleu": b, "loss": 5.0, "nll_loss": 4.0, "ppl": 16.0}
                       for u, b in zip(range(1000, 11000, 1000), values(10, 10, 30))] for label in ("hier", "vanilla")}
@@ -150,7 +150,7 @@ def test_training_curve_plot():
 
 
 def test_compare_plot():
-    from fairseq_fusion import compare
+    from fairseq_fusion_tools import compare
 
     rows = [{"system": name, "subsets": {s: {"sacrebleu_mean_sd": [30.0, 0.5], "sacrebleu": values(2, 29, 31)}
                                          for s in ("test", "test1")}}
@@ -161,7 +161,7 @@ def test_compare_plot():
 
 
 def test_embedding_expressivity_plot():
-    from fairseq_fusion.cli import embedding_expressivity
+    from fairseq_fusion_tools.cli import embedding_expressivity
 
     models = [{"path": p, "label": label, "curves": {"all": sorted(values(256, -6, 0), reverse=True),
                                                    "random half": sorted(values(128, -6, 0), reverse=True)}}
@@ -170,7 +170,7 @@ def test_embedding_expressivity_plot():
 
 
 def test_embedding_similarity_bilingual_plot():
-    from fairseq_fusion.cli import embedding_similarity_bilingual
+    from fairseq_fusion_tools.cli import embedding_similarity_bilingual
 
     results = [{"path": p, "label": label, "all": 0.3, "non_shared": 0.2}
                for p, label in ((CKPT, "SurfaceFusion"), (CKPT2, "Vanilla"))]
@@ -178,14 +178,14 @@ def test_embedding_similarity_bilingual_plot():
 
 
 def test_layer_attention_map_plot():
-    from fairseq_fusion.cli import layer_attention_map
+    from fairseq_fusion_tools.cli import layer_attention_map
 
     matrix = torch.softmax(torch.randn(6, 7, generator=torch.Generator().manual_seed(1)), -1)
     assert_readable(layer_attention_map.plot(matrix, CKPT), CKPT)
 
 
 def test_layer_masking_plot():
-    from fairseq_fusion.cli import layer_masking
+    from fairseq_fusion_tools.cli import layer_masking
 
     results = [{"masked_layer": n, "score_change": s, "length_change": c}
                for n, s, c in zip(range(7), values(7, -50, 5), values(7, -20, 20))]
@@ -194,7 +194,7 @@ def test_layer_masking_plot():
 
 def test_saved_png_is_the_checked_figure(tmp_path):
     """write_outputs saves the figure as built (constrained layout, title kept): the PNG is not blank or cut."""
-    from fairseq_fusion.analysis import common, lexical_similarity
+    from fairseq_fusion_tools.analysis import common, lexical_similarity
 
     result = {side: {ref: values(6) for ref in lexical_similarity.REFERENCES} for side in ("encoder", "decoder")}
     common.write_outputs(str(tmp_path / "sim"), {"x": 1}, lexical_similarity.plot(result, f"of {CKPT}"))

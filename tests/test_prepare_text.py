@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from conftest import run_cli
 
-from fairseq_fusion import data_paths
+from fairseq_fusion_tools import data_paths
 
 
 def write(folder, name, lines):
@@ -42,7 +42,7 @@ def test_truecasing_follows_moses_rules(tmp_path):
     # German: "die" (3x inside) beats "Die"; "Katze" is only seen capitalized
     assert read(f"{out}/tok/test.de") == ["die Katze mag Paris .", "der Hund sass ."]
     assert read(f"{out}/tok/train.en")[0] == "the cat sat on the mat ."
-    from fairseq_fusion.cli.prepare_text import TextPipeline
+    from fairseq_fusion_tools.cli.prepare_text import TextPipeline
 
     assert TextPipeline(out, "en").tokenize("The Cat likes Paris.") == "the cat likes Paris ."
 
@@ -76,7 +76,7 @@ def test_separate_bpe_codes_per_language(tmp_path):
     """--separate-bpe: codes learned on each language alone, applied to that language (checked with subword-nmt)."""
     from subword_nmt.apply_bpe import BPE
 
-    from fairseq_fusion.cli.prepare_text import TextPipeline
+    from fairseq_fusion_tools.cli.prepare_text import TextPipeline
 
     src = data_paths.data_path("multi30k")
     out = str(tmp_path / "sep")
@@ -107,7 +107,7 @@ def test_preprocessed_release_is_binarized_as_it_is(tmp_path):
 
     from fairseq.data import Dictionary
 
-    from fairseq_fusion.cli.prepare_text import TextPipeline
+    from fairseq_fusion_tools.cli.prepare_text import TextPipeline
 
     src = data_paths.data_path("multi30k")
     ours = str(tmp_path / "ours")
@@ -162,7 +162,7 @@ def tree(folder):
 
 
 def prepare_in_process(argv):
-    from fairseq_fusion.cli import prepare_text
+    from fairseq_fusion_tools.cli import prepare_text
 
     return prepare_text.main(prepare_text.get_parser().parse_args(argv))
 
@@ -205,7 +205,7 @@ def test_failure_midway_leaves_the_old_folder_and_no_staging(prepared_copy, monk
     """A failure or Ctrl-C in a late step (after tokenization, BPE and prepare.json: the binarization) leaves
     the old folder byte-identical, also with --overwrite, and no staged folder behind; the new folder
     (without the old one's files) is in place only after a complete run, and its log names it."""
-    from fairseq_fusion.cli import prepare_text
+    from fairseq_fusion_tools.cli import prepare_text
 
     parent = os.path.dirname(prepared_copy)
     before = tree(prepared_copy)
@@ -234,7 +234,7 @@ def test_failure_midway_leaves_the_old_folder_and_no_staging(prepared_copy, monk
 def test_swap_restores_the_old_folder_when_the_new_one_cannot_take_its_place(tmp_path, monkeypatch):
     """--overwrite moves the old folder aside, then renames the new one into place: if that rename
     fails, the old folder is put back."""
-    from fairseq_fusion.cli import prepare_text
+    from fairseq_fusion_tools.cli import prepare_text
 
     old = tmp_path / "data"
     write(str(old), "prepare.json", ["{}"])
@@ -258,7 +258,7 @@ def test_add_test_interrupted_leaves_the_folder_as_it_was(prepared_copy, monkeyp
     nothing: the folder is byte-identical and nothing is staged in it."""
     import subprocess
 
-    from fairseq_fusion.cli import prepare_text
+    from fairseq_fusion_tools.cli import prepare_text
 
     src = data_paths.data_path("multi30k")
     argv = ["-s", "en", "-t", "de", "--destdir", prepared_copy, "--max-lines", "30", "--workers", "1",

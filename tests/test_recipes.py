@@ -11,12 +11,11 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 
 from conftest import write_dicts
 
-from fairseq_fusion import data_paths
+from fairseq_fusion_tools import data_paths
 from fairseq_fusion import fusion_options
 
 REPO = data_paths.REPO_ROOT
-sys.path.insert(0, os.path.join(REPO, "recipes", "common"))
-import settings  # noqa: E402
+from fairseq_fusion_tools import recipe_settings as settings  # noqa: E402
 
 TASKS = ["wmt14_en_de", "wmt14_en_fr", "wmt16_ro_en", "wmt17_zh_en", "wmt17_en_ru", "wmt18_en_cs", "wmt18_en_fi", "multi30k_en_de",
          "cnndm_summarization", "conll14_gec"]
@@ -404,7 +403,7 @@ def test_two_stage_training_with_validation_bleu(tmp_path):
 
 def test_training_curve_reads_simple_and_json_logs(tmp_path):
     """Validation points from both of fairseq's log formats (lines as fairseq-train writes them); other lines skipped."""
-    from fairseq_fusion.cli import training_curve
+    from fairseq_fusion_tools.cli import training_curve
 
     simple = tmp_path / "simple.log"
     simple.write_text(

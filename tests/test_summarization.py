@@ -10,8 +10,8 @@ import sys
 import pytest
 from conftest import REPO, run_cli
 
-from fairseq_fusion import data_paths
-from fairseq_fusion.analysis.rouge import rouge_scores
+from fairseq_fusion_tools import data_paths
+from fairseq_fusion_tools.analysis.rouge import rouge_scores
 
 # five summaries scored by ROUGE-1.5.5.pl (-e data -a -m -n 2 -d -z SPL, one sentence a line; the WordNet
 # exception database built with its buildExeptionDB.pl): per-document R, P, F of ROUGE-1, ROUGE-2, ROUGE-L.

@@ -291,7 +291,7 @@ def test_bad_flags_fail_clearly(data_dir):
 def test_trains_and_decodes_with_fairseq_generate(multi30k_slice, tmp_path):
     """Real Multi30k slice: a few updates of transformer_surface_fusion, then fairseq-generate (beam 4)
     whose per-token scores are the fused log-probabilities recomputed here with a full forward."""
-    from fairseq_fusion.analysis.common import load_model
+    from fairseq_fusion_tools.analysis.common import load_model
 
     save = str(tmp_path / "ckpt")
     run_cli(train_args(multi30k_slice, save, arch="transformer_surface_fusion", max_update=4))

@@ -17,13 +17,13 @@ def write_log(folder, bleus):
 
 
 def run(argv):
-    from fairseq_fusion.cli import training_curve
+    from fairseq_fusion_tools.cli import training_curve
 
     return training_curve.main(training_curve.get_parser().parse_args(argv))
 
 
 def test_labels_name_the_curves(tmp_path, monkeypatch):
-    from fairseq_fusion.analysis import common
+    from fairseq_fusion_tools.analysis import common
 
     a = write_log(tmp_path / "run" / "a" / "checkpoints", [10.0, 12.5])
     b = write_log(tmp_path / "run" / "b" / "checkpoints", [11.0, 13.0, 14.0])

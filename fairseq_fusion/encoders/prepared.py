@@ -39,7 +39,7 @@ def _manifest(folder):
 @register_bpe("prepared", dataclass=PreparedBPEConfig)
 class PreparedBPE:
     def __init__(self, cfg):
-        from ..cli.prepare_text import TextPipeline
+        from .text_pipeline import TextPipeline
 
         folder = str(cfg.prepared_data).split(os.pathsep)[0]
         manifest = _manifest(folder)
@@ -55,7 +55,7 @@ class PreparedBPE:
         return self.pipeline(x)
 
     def decode(self, x: str) -> str:
-        from ..analysis.evaluation import detokenize
+        from .text_pipeline import detokenize
 
         tokens = (x + " ").replace("@@ ", "").rstrip()
         return detokenize([tokens], self.target_lang, detruecase=self.detruecase)[0]

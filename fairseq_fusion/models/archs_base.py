@@ -10,6 +10,7 @@ from .catalog import describe
 
 
 @describe(
+    source="vaswani",
     paper="Vaswani et al. 2017 (fairseq `transformer`, base)",
     equations="-",
     key_flags="every technique flag off: identical to `transformer` (names, count, outputs)",
@@ -21,6 +22,7 @@ def fusion_base_architecture(args):
 
 
 @describe(
+    source="vaswani",
     paper="Vaswani et al. 2017 (`transformer_vaswani_wmt_en_de_big`)",
     equations="-",
     key_flags="as above, big",

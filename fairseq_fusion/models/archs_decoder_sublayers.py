@@ -17,6 +17,8 @@ def _shared_embeddings(args):
 
 
 @describe(
+    source="yang",
+    speed_ratios=(71.08 / 63.93, 72.93 / 65.35),
     paper="Yang et al. 2020",
     equations="§2.1 eqs. for C, D; §3.3 / Fig. 9b (IFM = one Add&Norm), Table 3–4",
     key_flags="`--simplified-decoder --share-all-embeddings` (footnote 6)",
@@ -29,6 +31,8 @@ def transformer_simplified_decoder(args):
 
 
 @describe(
+    source="yang",
+    speed_ratios=(125.2 / 103.7, 90.5 / 74.3),
     paper="Yang et al. 2020",
     equations="same, Transformer big (A.2, Table 6)",
     key_flags="`--simplified-decoder --share-all-embeddings`",
@@ -41,6 +45,7 @@ def transformer_simplified_decoder_big(args):
 
 
 @describe(
+    source="yang",
     paper="Yang et al. 2020",
     equations="Table 1, SEM ⇒ TEM ⇒ IFM",
     key_flags="`--decoder-sublayer-order sem-tem-ifm --share-all-embeddings`",
@@ -53,6 +58,7 @@ def transformer_sem_tem_ifm(args):
 
 
 @describe(
+    source="yang",
     paper="Yang et al. 2020",
     equations="Table 1, SEM ⇒ IFM (no TEM)",
     key_flags="`--decoder-sublayer-order sem-ifm --share-all-embeddings`",

@@ -18,6 +18,8 @@ def _aggregation(args, kind):
 
 
 @describe(
+    source="dou",
+    speed_ratios=(1.69 / 1.82, 1.28 / 1.33),
     paper="Dou et al. 2018, Table 1 row 2",
     equations="Eq. 4",
     key_flags="`--layer-aggregation dense` (sum of the layers' own outputs; `--dense-sum recursive` for the other "
@@ -31,6 +33,8 @@ def transformer_dense(args):
 
 
 @describe(
+    source="dou",
+    speed_ratios=(1.59 / 1.82, 1.26 / 1.33),
     paper="Dou et al. 2018, Table 1 row 3",
     equations="Eq. 5",
     key_flags="`--layer-aggregation linear` (at every layer's input and the output: Table 1's +14.7M; "
@@ -44,6 +48,8 @@ def transformer_linear_combination(args):
 
 
 @describe(
+    source="dou",
+    speed_ratios=(1.32 / 1.82, 1.22 / 1.33),
     paper="Dou et al. 2018, Table 1 row 4",
     equations="Eq. 6-7",
     key_flags="`--layer-aggregation iterative`",
@@ -56,6 +62,8 @@ def transformer_iterative_aggregation(args):
 
 
 @describe(
+    source="dou",
+    speed_ratios=(1.46 / 1.82, 1.25 / 1.33),
     paper="Dou et al. 2018, Table 1 row 5",
     equations="§3.1.1, Fig. 2, Eq. 7",
     key_flags="`--layer-aggregation hierarchical`",
@@ -68,6 +76,8 @@ def transformer_hierarchical_aggregation(args):
 
 
 @describe(
+    source="dou",
+    speed_ratios=(1.19 / 1.82, 1.05 / 1.33),
     paper="Dou et al. 2018, Table 1 row 6 (k=2)",
     equations="Eq. 8",
     key_flags="`--multilayer-attention 2` (a full attention per attended layer, layers above k: Table 1's +33.6M)",
@@ -80,6 +90,8 @@ def transformer_multilayer_attention(args):
 
 
 @describe(
+    source="dou",
+    speed_ratios=(1.12 / 1.82, 1.00 / 1.33),
     paper="Dou et al. 2018, Table 1 row 7 (k=3)",
     equations="Eq. 8",
     key_flags="`--multilayer-attention 3` (+37.8M)",
@@ -92,6 +104,8 @@ def transformer_multilayer_attention_k3(args):
 
 
 @describe(
+    source="dou",
+    speed_ratios=(1.41 / 1.82, 1.25 / 1.33),
     paper='Dou et al. 2018, Table 2 "+ Deep Representations" (big)',
     equations="Fig. 2 + Eq. 9-10",
     key_flags="`--layer-aggregation hierarchical`, default criterion `label_smoothed_cross_entropy_with_diversity`",

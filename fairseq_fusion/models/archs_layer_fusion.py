@@ -27,6 +27,7 @@ def _layer_attention(args, granularity):
 
 
 @describe(
+    source="liu",
     paper="Liu et al. 2021 §3.2",
     equations="S^m = Σ_n softmax_n(w^{m,n,d}) ⊙ X^n, W ∈ R^{M×(N+1)×D}, DropConnect p=0.3",
     key_flags="`--layer-attention fine --layer-attention-dropconnect 0.3`; as the authors' code: "
@@ -39,6 +40,7 @@ def transformer_fine_grained_layer_attention(args):
 
 
 @describe(
+    source="liu",
     paper="Liu et al. 2021 Table 2/4 (En-De, En-Fr big)",
     equations="as above",
     key_flags="as above, Transformer-Big",
@@ -51,6 +53,7 @@ def transformer_fine_grained_layer_attention_big(args):
 
 
 @describe(
+    source="liu",
     paper="Bapna et al. 2018 (Liu et al. Table 1 baseline)",
     equations="S^m = Σ_n softmax_n(w^{m,n}) X^n, W ∈ R^{M×(N+1)}",
     key_flags="`--layer-attention coarse`",
@@ -72,6 +75,8 @@ def _surface_fusion(args, mode, lam, tau):
 
 
 @describe(
+    source="liu",
+    speed_ratios=(None, 1 / 1.1),
     paper="Liu et al. 2021 §4.1",
     equations="Eq. 5, Eq. 6 (hard), λ=0.9, τ=1",
     key_flags="`--surface-fusion hard --surface-fusion-lambda 0.9 --surface-fusion-tau 1`; as the authors' code: "
@@ -85,6 +90,8 @@ def transformer_surface_fusion(args):
 
 
 @describe(
+    source="liu",
+    speed_ratios=(None, 1 / 1.1),
     paper="Liu et al. 2021 §4.1",
     equations="Eq. 5, Eq. 7 (soft), τ=5",
     key_flags="`--surface-fusion soft --surface-fusion-tau 5`",
@@ -97,6 +104,8 @@ def transformer_surface_fusion_soft(args):
 
 
 @describe(
+    source="liu",
+    speed_ratios=(None, 1 / 1.1),
     paper="Liu et al. 2021 Table 2/4 (En-De, En-Fr big)",
     equations="Eq. 5, Eq. 6, λ=0.9, τ=1",
     key_flags="as `transformer_surface_fusion`, Transformer-Big",
@@ -109,6 +118,8 @@ def transformer_surface_fusion_big(args):
 
 
 @describe(
+    source="liu",
+    speed_ratios=(None, 1 / 1.1),
     paper="Liu et al. 2021 Table 2/4 (En-De, En-Fr big)",
     equations="Eq. 5, Eq. 7, τ=5",
     key_flags="as `transformer_surface_fusion_soft`, Transformer-Big",

@@ -29,6 +29,8 @@ def _small(args):
 
 
 @describe(
+    source="emelin",
+    speed_ratios=(26423 / 29698, None),
     paper="Emelin et al. 2019, base (Table 1)",
     equations="§2.2 Eq. 5-12",
     key_flags="`--lexical-shortcuts`, `--share-all-embeddings`",
@@ -40,6 +42,8 @@ def transformer_lexical_shortcuts(args):
 
 
 @describe(
+    source="emelin",
+    speed_ratios=(23601 / 29698, None),
     paper="Emelin et al. 2019, base + feature-fusion (Table 1)",
     equations="Eq. 5-12 with Eq. 13-14",
     key_flags="`--lexical-shortcuts --lexical-shortcuts-feature-fusion`",
@@ -51,6 +55,7 @@ def transformer_lexical_shortcuts_ff(args):
 
 
 @describe(
+    source="emelin",
     paper="Emelin et al. 2019, small (Table 3: d 256, FFN 1024)",
     equations="Eq. 5-12",
     key_flags="as base, halved sizes",
@@ -63,6 +68,7 @@ def transformer_lexical_shortcuts_small(args):
 
 
 @describe(
+    source="emelin",
     paper="Emelin et al. 2019, small + feature-fusion (Table 3)",
     equations="Eq. 5-14",
     key_flags="as `_ff`, halved sizes",
@@ -75,6 +81,8 @@ def transformer_lexical_shortcuts_ff_small(args):
 
 
 @describe(
+    source="emelin",
+    speed_ratios=(6769 / 10215, None),
     paper="Emelin et al. 2019, big + shortcuts + feature-fusion (Table 1)",
     equations="Eq. 5-14",
     key_flags="`_ff` on `fusion_transformer_big`",
@@ -101,6 +109,7 @@ def _variant(args, self_attention=True, enc_dec=False, sides="both", nonlexical=
 
 
 @describe(
+    source="emelin",
     paper='Emelin et al. 2019, Table 4 "dec-to-enc shortcuts" (on the feature-fusion model, as trained)',
     equations="§4.2, Eq. 5-14 with E = E^enc",
     key_flags="`--lexical-shortcuts-enc-dec --lexical-shortcuts-feature-fusion`",
@@ -112,6 +121,7 @@ def transformer_lexical_shortcuts_ff_enc_dec(args):
 
 
 @describe(
+    source="emelin",
     paper='Emelin et al. 2019, Table 4 "dec-to-enc + self-attn. shortcuts"',
     equations="§4.2",
     key_flags="`_ff` + `--lexical-shortcuts-enc-dec`",
@@ -123,6 +133,7 @@ def transformer_lexical_shortcuts_ff_enc_dec_self(args):
 
 
 @describe(
+    source="emelin",
     paper='Emelin et al. 2019, Table 4 "non-lexical shortcuts"',
     equations="§4.2, footnote 5",
     key_flags="`_ff` + `--lexical-shortcuts-nonlexical`",
@@ -134,6 +145,7 @@ def transformer_lexical_shortcuts_ff_nonlexical(args):
 
 
 @describe(
+    source="emelin",
     paper="Emelin et al. 2019, Fig. 5 (decoder shortcuts disabled)",
     equations="§4.2",
     key_flags="`_ff` + `--lexical-shortcuts-sides encoder`",
@@ -145,6 +157,7 @@ def transformer_lexical_shortcuts_ff_encoder_only(args):
 
 
 @describe(
+    source="emelin",
     paper="Emelin et al. 2019, Fig. 5 (encoder shortcuts disabled)",
     equations="§4.2",
     key_flags="`_ff` + `--lexical-shortcuts-sides decoder`",

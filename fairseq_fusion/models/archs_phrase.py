@@ -45,6 +45,7 @@ def _transparent_attention(args, size_defaults):
 
 
 @describe(
+    source="xu",
     paper="Xu et al. 2020, Table 1 / Table 2 \"+Max+Attn+TA\" (Base); the open choices as the authors' code (Eq. 8 "
           "of FFN width, token and phrase transparent attention, footnote 2 rounded up)",
     equations="§3 footnote 2, Eq. 2-8",
@@ -59,6 +60,7 @@ def transformer_phrase(args):
 
 
 @describe(
+    source="xu",
     paper="Xu et al. 2020, Table 1 (Big)",
     equations="as above",
     key_flags="as above, on `fusion_transformer_big`",
@@ -71,6 +73,7 @@ def transformer_phrase_big(args):
 
 
 @describe(
+    source="xu",
     paper='Xu et al. 2020, Table 2 "+Mean"',
     equations="Eq. 2 (mean), 7-8",
     key_flags="`--phrase-representations --phrase-glance mean`",
@@ -83,6 +86,7 @@ def transformer_phrase_mean(args):
 
 
 @describe(
+    source="xu",
     paper='Xu et al. 2020, Table 2 "+Max"',
     equations="Eq. 2 (max), 7-8",
     key_flags="`--phrase-representations --phrase-glance max`",
@@ -95,6 +99,7 @@ def transformer_phrase_max(args):
 
 
 @describe(
+    source="xu",
     paper='Xu et al. 2020, Table 2 "+Max+Attn"',
     equations="Eq. 2-5, 7-8",
     key_flags="`... --phrase-attentive`",

@@ -1,4 +1,4 @@
-"""What each named architecture is: its paper, the equations it implements, notes on its flags.
+"""What each named architecture is: its paper, the equations it implements, notes on its flags, the paper's speed.
 
 Every ``archs_*.py`` file declares each preset's entry with ``@describe(...)`` right above its
 ``@register_model_architecture``; ``fusion-archs`` and the README's architecture table (between
@@ -10,7 +10,7 @@ import argparse
 import inspect
 import os
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Optional, Tuple
 
 from .. import fusion_options
 
@@ -24,12 +24,20 @@ class ArchInfo:
     paper: str  # paper, table/row and the readings chosen
     equations: str  # the equations (sections, figures) it implements; "-" for none
     key_flags: str  # markdown notes: the flags that make it (outside parentheses: what it sets) and alternatives
+    # the paper whose settings it trains with in the recipes (fairseq_fusion_tools/recipe_settings.py PAPERS);
+    # "vaswani": a baseline, which trains with the setting of the task's first paper
+    source: str = "vaswani"
+    # the paper's own speed of the arch relative to its transformer, (training, decoding), None where it gives none
+    # (the benchmark report shows them beside the measured ratios): Emelin et al. Table 5 (words/s, 4 P100); Dou et
+    # al. Table 1 (train steps/s, decode sentences/s, P40); Yang et al. Table 4 (En-De base) and Table 6 (En-De big),
+    # words/s and sentences/s; Liu et al. 4.1: "an additional 10% inference latency" with SurfaceFusion
+    speed_ratios: Tuple[Optional[float], Optional[float]] = (None, None)
 
 
 CATALOG: Dict[str, ArchInfo] = {}
 
 
-def describe(*, paper, equations, key_flags):
+def describe(*, paper, equations, key_flags, source, speed_ratios=(None, None)):
     """Decorator of a preset, placed right above its ``@register_model_architecture``: declares its entry."""
     def declare(fn):
         from fairseq.models import ARCH_CONFIG_REGISTRY
@@ -39,7 +47,7 @@ def describe(*, paper, equations, key_flags):
             raise ValueError(f"@describe above {fn.__name__}: expected it right above one @register_model_architecture")
         if names[0] in CATALOG:
             raise ValueError(f"@describe: {names[0]} is described twice")
-        CATALOG[names[0]] = ArchInfo(names[0], paper, equations, key_flags)
+        CATALOG[names[0]] = ArchInfo(names[0], paper, equations, key_flags, source, tuple(speed_ratios))
         return fn
 
     return declare

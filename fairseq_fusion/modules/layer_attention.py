@@ -57,12 +57,15 @@ from ..errors import FusionError
 MEMORY_KEY = "layer_attention_memory"
 
 
+TOP_STATES = ("output", "last-layer")
+
+
 class LayerAttention(nn.Module):
     """Seam (c) reader: decoder layer m attends S^m, a softmax-weighted sum of encoder layers."""
 
     def __init__(self, num_decoder_layers, num_encoder_layers, embed_dim, granularity="fine",
                  dropconnect=0.3, top_only=False, mask=None,
-                 embed_dropout=0.0, layernorm=False, embed_norm=False, mix_dropout=0.0):
+                 embed_dropout=0.0, layernorm=False, embed_norm=False, mix_dropout=0.0, top_state="output"):
         super().__init__()
         if granularity not in ("fine", "coarse"):
             raise FusionError(f"--layer-attention: expected 'fine' or 'coarse', got {granularity!r}")
@@ -83,6 +86,8 @@ class LayerAttention(nn.Module):
         self.mix_dropout = mix_dropout  # dropout on S^m (training only)
         self.embed_norm = LayerNorm(embed_dim) if embed_norm else None  # LN of X^0
         self.mix_norm = LayerNorm(embed_dim) if layernorm else None  # LN of S^m, shared by all m
+        # X^N: the encoder output (after a pre-norm encoder's final LayerNorm) or the last layer's output before it
+        self.top_state = top_state
 
     def set_mask(self, layer):
         """Mask encoder layer ``layer`` (0 = embeddings, N = output) or ``None`` for no mask."""
@@ -110,7 +115,7 @@ class LayerAttention(nn.Module):
                 x0 = F.dropout(encoder_out["encoder_embedding"][0].transpose(0, 1),
                                p=self.embed_dropout, training=self.training)
                 inputs.append(x0 if self.embed_norm is None else self.embed_norm(x0))
-            elif n == self.num_encoder_layers:
+            elif n == self.num_encoder_layers and self.top_state == "output":
                 inputs.append(encoder_out["encoder_out"][0])
             else:
                 inputs.append(states[n])
@@ -157,6 +162,9 @@ def validate(args):
         raise FusionError(f"--layer-attention: expected none, fine or coarse, got {mode!r}")
     if mode == "none":  # sub-flags without the technique: fusion_options refuses them
         return
+    if args.layer_attention_top_state not in TOP_STATES:
+        raise FusionError(f"--layer-attention-top-state: expected one of {', '.join(TOP_STATES)}, "
+                          f"got {args.layer_attention_top_state!r}")
     p = args.layer_attention_dropconnect
     if not 0.0 <= p < 1.0:
         raise FusionError(f"--layer-attention-dropconnect: expected a probability in [0, 1), got {p}")
@@ -191,7 +199,7 @@ def attach(model, args):
         embed_dropout=args.dropout if args.layer_attention_embed_dropout else 0.0,
         layernorm=bool(args.layer_attention_layernorm),
         embed_norm=bool(args.layer_attention_layernorm) and not getattr(args, "encoder_normalize_before", False),
-        mix_dropout=args.layer_attention_dropout,
+        mix_dropout=args.layer_attention_dropout, top_state=args.layer_attention_top_state,
     )
     reader.set_mask(args.layer_attention_mask)
     decoder.encoder_reader = reader
@@ -225,6 +233,11 @@ fusion_options.register(
             Flag("layer_attention_layernorm", False,
                  "LayerNorm S^m (one LayerNorm shared by the decoder layers) and, in a post-norm encoder, "
                  "X^0, as the authors' code (named archs: true)", type=bool, requires=["layer_attention"]),
+            Flag("layer_attention_top_state", "output",
+                 "what X^N, the top encoder layer, is: the encoder output, after a pre-norm encoder's final "
+                 "LayerNorm (output, default), or the last layer's output before it (last-layer: the authors' code "
+                 "with --encoder-normalize-before); a post-norm encoder has no final LayerNorm, the two are one",
+                 type=str, choices=list(TOP_STATES), requires=["layer_attention"]),
             Flag("layer_attention_dropout", 0.0,
                  "dropout on S^m in training, after the LayerNorm (authors' code and named archs: 0.1)",
                  type=float, requires=["layer_attention"]),

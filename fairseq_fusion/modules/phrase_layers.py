@@ -48,8 +48,8 @@ class PhraseRepresentation(nn.Module):
         if attentive:
             self.w1 = nn.Linear(2 * embed_dim, embed_dim)
             # Eq. 3's b2 is left out: Eq. 4's softmax over i ignores a constant added to every s_i,
-            # so b2 could never change (its gradient is exactly zero); the authors' softmax scorer
-            # (``DATTNCombiner``) has no bias either
+            # so b2 could never change (its gradient is exactly zero); the authors' LD encoder scores with
+            # ``ATTNCombiner``, whose Scorer has a bias that is never added in practice (docs/phrase_representations.md)
             self.w2 = nn.Linear(embed_dim, 1, bias=False)
 
     def upgrade_state_dict_named(self, state_dict, name):

@@ -126,7 +126,7 @@ recipe_prepare() {
         echo "| note: the papers' training data also has $reg (needs registration: add it with --extra-train PREFIX)"
     done
     if [[ -z "$local_dir" && -n "$LOCAL_DEFAULT" ]]; then
-        local_dir="${FUSION_DATA:-$REPO/../shared/data}/$LOCAL_DEFAULT"  # as fairseq_fusion/data_paths.py
+        local_dir="${FUSION_DATA:-$REPO/../shared/data}/$LOCAL_DEFAULT"  # as fairseq_fusion_tools/data_paths.py
     fi
     local raw="$WORK/raw"
     if [[ -n "$local_dir" ]]; then

@@ -1,0 +1,92 @@
+"""fusion-average-checkpoints: average the parameters of several fairseq checkpoints.
+
+Our own version of fairseq's ``scripts/average_checkpoints.py`` (not shipped in the wheel),
+with the same options. Checkpoints are read with torch's safe loader (``weights_only``),
+trusting only the classes ``fairseq_fusion.checkpoint_safety`` allow-lists. The output keeps
+everything but ``model`` from the last input and holds the element-wise mean of the inputs'
+parameters (accumulated in float64, stored in each parameter's dtype).
+"""
+import argparse
+import collections
+import os
+import re
+
+import torch
+
+from .. import atomic_files
+from fairseq_fusion import checkpoint_safety
+from ._tools import description_of
+from fairseq_fusion.errors import fail
+
+
+def last_n_checkpoints(path, n, upper_bound=None, kind="epoch"):
+    """The newest ``n`` checkpoint files in directory ``path`` (checkpointN.pt or checkpoint_E_U.pt)."""
+    pattern = re.compile(r"checkpoint(\d+)\.pt$" if kind == "epoch" else r"checkpoint_\d+_(\d+)\.pt$")
+    found = []
+    for name in os.listdir(path):
+        m = pattern.match(name)
+        if m and (upper_bound is None or int(m.group(1)) <= upper_bound):
+            found.append((int(m.group(1)), os.path.join(path, name)))
+    if len(found) < n:
+        raise ValueError(f"found {len(found)} {kind} checkpoints in {path}, expected at least {n}")
+    return [p for _, p in sorted(found, reverse=True)[:n]]
+
+
+def average_checkpoints(paths):
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    checkpoint_safety.allow_fairseq_checkpoint_globals()
+    sums, dtypes, keys, new_state = collections.OrderedDict(), {}, None, None
+    for path in paths:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"checkpoint {path} not found")
+        state = torch.load(path, map_location="cpu")
+        params = state["model"]
+        if keys is None:
+            keys = list(params.keys())
+        elif set(params) != set(keys):
+            diff = sorted(set(params).symmetric_difference(keys))[:5]
+            raise ValueError(f"{path} has other parameters than {paths[0]} (e.g. {diff}): not the same model")
+        for k in keys:
+            p = params[k]
+            if k in sums and sums[k].shape != p.shape:
+                raise ValueError(f"{path}: {k} has shape {tuple(p.shape)}, {paths[0]} has {tuple(sums[k].shape)}")
+            dtypes[k] = p.dtype
+            sums[k] = sums[k] + p.double() if k in sums else p.double().clone()
+        new_state = state
+    new_state["model"] = collections.OrderedDict((k, (v / len(paths)).to(dtypes[k])) for k, v in sums.items())
+    return new_state
+
+
+def get_parser():
+    p = argparse.ArgumentParser(prog="fusion-average-checkpoints", description=description_of(__doc__))
+    p.add_argument("--inputs", required=True, nargs="+", help="Checkpoint files, or one directory with --num-*-checkpoints.")
+    p.add_argument("--output", required=True, help="File to write the averaged checkpoint to.")
+    num = p.add_mutually_exclusive_group()
+    num.add_argument("--num-update-checkpoints", type=int, help="Average the last N checkpoint_E_U.pt of the directory.")
+    num.add_argument("--num-epoch-checkpoints", type=int, help="Average the last N checkpointE.pt of the directory.")
+    p.add_argument("--checkpoint-upper-bound", type=int, help="Ignore checkpoints past this epoch/update.")
+    return p
+
+
+def main(args):
+    paths = args.inputs
+    n = args.num_update_checkpoints or args.num_epoch_checkpoints
+    if n is not None:
+        if len(paths) != 1 or not os.path.isdir(paths[0]):
+            fail("--num-*-checkpoints needs exactly one directory in --inputs")
+        kind = "update" if args.num_update_checkpoints else "epoch"
+        paths = last_n_checkpoints(paths[0], n, args.checkpoint_upper_bound, kind)
+    print("| averaging " + ", ".join(paths), flush=True)
+    state = average_checkpoints(paths)
+    with atomic_files.replacing(args.output) as tmp:
+        torch.save(state, tmp)
+    print(f"| wrote {args.output}")
+
+
+def cli_main():
+    main(get_parser().parse_args())
+
+
+if __name__ == "__main__":
+    cli_main()

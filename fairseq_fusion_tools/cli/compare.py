@@ -1,0 +1,12 @@
+"""fusion-compare: archs (and flag combinations) x seeds, one dataset, one budget, one table; see ``fairseq_fusion_tools.compare``."""
+from .. import compare
+
+get_parser = compare.get_parser  # the parser alone (--help, tests)
+
+
+def cli_main():
+    compare.main(get_parser().parse_args())
+
+
+if __name__ == "__main__":
+    cli_main()

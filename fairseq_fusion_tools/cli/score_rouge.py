@@ -1,0 +1,57 @@
+"""fusion-score-rouge: ROUGE-1/2/L of summaries as ROUGE-1.5.5 ``-a -m -n 2`` computes them (Liu et al. 2021, CNN/DM).
+
+The summaries are a ``fairseq-generate`` log (``--hyp-format generate``: the detokenized ``D-`` lines
+when generation decoded a BPE such as GPT-2's, else the ``H-`` lines with BPE removed) or one
+summary per line (``text``). References: one summary per line, its sentences separated by ``<q>``
+(See et al.'s format). Hypothesis sentences are split after ., ! or ? followed by a space, for
+ROUGE-L's summary-level LCS (``analysis/rouge.py``). Writes OUT.json (F, P, R of each).
+"""
+import argparse
+import re
+
+from ..analysis import common, evaluation
+from ..analysis.rouge import rouge_scores
+from ._tools import description_of
+from fairseq_fusion.errors import fail
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_sentences(summary):
+    """``<q>``-separated as it is; otherwise one sentence per ., ! or ? followed by a space."""
+    return summary if "<q>" in summary else "<q>".join(SENTENCE_END.split(summary.strip()))
+
+
+def get_parser():
+    p = argparse.ArgumentParser(prog="fusion-score-rouge", description=description_of(__doc__))
+    p.add_argument("--hyp", required=True, help="System summaries.")
+    p.add_argument("--hyp-format", choices=["generate", "text"], default="generate",
+                   help="Format of --hyp: a fairseq-generate log or one summary a line (default: %(default)s).")
+    p.add_argument("--ref", required=True, help="Reference summaries, one a line, sentences separated by <q>.")
+    p.add_argument("--out", required=True, help="Output prefix: OUT.json.")
+    return p
+
+
+def main(args):
+    if args.hyp_format == "generate":
+        found = evaluation.read_generate_output(args.hyp)
+        hyps = found["D"] or found["H"]
+    else:
+        hyps = evaluation.read_lines(args.hyp)
+    refs = evaluation.read_lines(args.ref)
+    if len(hyps) != len(refs):
+        fail(f"fusion-score-rouge: {args.hyp} has {len(hyps)} summaries but {args.ref} has {len(refs)}")
+    scores = rouge_scores([split_sentences(h) for h in hyps], refs)
+    for name, s in scores.items():
+        print(f"| {name}: F {s['f']:.2f} P {s['p']:.2f} R {s['r']:.2f}")
+    result = {"summaries": len(hyps), "scorer": "ROUGE-1.5.5 -a -m -n 2 (rouge-score + WordNet exceptions)", **scores}
+    common.write_outputs(args.out, result)
+    return result
+
+
+def cli_main():
+    main(common.locked(get_parser().parse_args()))
+
+
+if __name__ == "__main__":
+    cli_main()

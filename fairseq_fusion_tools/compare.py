@@ -1,0 +1,501 @@
+"""fusion-compare: archs (and flag combinations) x seeds on one binarized dataset, one budget, one table.
+
+Every run is ``fairseq-train`` (``--user-dir`` this plugin) with identical settings except the system's
+arch and flags, and its seed; the budget is equal for all: ``--max-update`` updates, or ``--max-minutes``
+of training on the same machine (fairseq's ``--stop-time-hours``). Each finished run is evaluated on
+the test subsets with ``fairseq-generate`` (last checkpoint, one beam for all), detokenized with Moses
+and scored with sacreBLEU (signature kept) and tokenized BLEU (``analysis.evaluation.score``); each
+system is tested against the baseline seed by seed with sacreBLEU's paired bootstrap (the same seed's
+baseline run, same test set). Train words/s is the median of fairseq's per-interval ``wps`` after the
+first interval (warm-up); parameters are fairseq's own count (shared embeddings counted once).
+
+Layout of ``--work`` (resumable): ``runs/NAME/seedS/`` holds ``command.json`` (the exact command;
+another command in the same place is refused rather than mixed), ``train.log`` (appended on every
+attempt), fairseq's checkpoints (an interrupted run continues from ``checkpoint_last.pt``),
+``train.json`` (written once training finished: a finished run is never redone) and
+``eval/SUBSET.{generate.txt,detok,json}``. ``results.{json,md,png}`` are rewritten after every run.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+from . import atomic_files
+from .benchmark import SIZES, fusion_archs
+from fairseq_fusion.errors import fail
+
+# optimization per size (dropout, lr, warm-up, max tokens per GPU/CPU): "small" is `make demo`'s, base and
+# big are fairseq's WMT'14 En-De recipes (Vaswani et al. 2017; Ott et al. 2018)
+TRAINING = {
+    "tiny": ["--dropout", "0.1", "--lr", "1e-3", "--warmup-updates", "4", "--max-tokens", "1500"],  # tests only
+    "small": ["--dropout", "0.1", "--lr", "2e-3", "--warmup-updates", "100", "--max-tokens", "6000"],
+    "base": ["--dropout", "0.1", "--lr", "7e-4", "--warmup-updates", "4000", "--max-tokens", "4096"],
+    "big": ["--dropout", "0.3", "--lr", "5e-4", "--warmup-updates", "4000", "--max-tokens", "3584"],
+}
+COMMON = ["--share-all-embeddings", "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
+          "--lr-scheduler", "inverse_sqrt", "--weight-decay", "0.0"]
+LOG_LINE = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
+PARAMS_LINE = re.compile(r"num\. shared model params: ([\d,]+)")
+
+
+def parse_system(spec):
+    """``NAME=ARCH --flag value ...`` or ``ARCH`` (named after the arch) -> {name, arch, flags}."""
+    name, sep, rest = spec.partition("=")
+    if not sep:
+        name, rest = None, spec
+    words = shlex.split(rest)
+    if not words or words[0].startswith("-"):
+        raise ValueError(f"--system {spec!r}: expected NAME=ARCH [FLAGS...] or ARCH")
+    name = (name or words[0]).strip()
+    if not re.fullmatch(r"[\w.+-]+", name):
+        raise ValueError(f"--system {spec!r}: the name {name!r} must be letters, digits, _ . + - (it names a folder)")
+    return {"name": name, "arch": words[0], "flags": words[1:]}
+
+
+def criterion_of(arch):
+    from fairseq_fusion import fusion_options
+    return fusion_options.default_criterion(arch)  # label_smoothed_cross_entropy unless the arch declares another
+
+
+def train_command(args, system, seed, save_dir):
+    """The fairseq-train argv of one run (after the executable)."""
+    criterion = criterion_of(system["arch"])
+    budget = (["--max-update", str(args.max_update)] if args.max_update else
+              ["--stop-time-hours", repr(args.max_minutes / 60), "--max-update", "100000000"])
+    return [args.data, "--user-dir", os.path.dirname(os.path.abspath(__file__)), "--arch", system["arch"],
+            *SIZES[args.size], *COMMON, *TRAINING[args.size],
+            "--criterion", criterion, *(["--label-smoothing", "0.1"] if "label_smoothed" in criterion else []),
+            *budget, "--max-epoch", "100000", "--seed", str(seed), "--save-dir", save_dir, "--no-epoch-checkpoints",
+            "--save-interval-updates", str(args.save_interval_updates), "--keep-interval-updates", "1",
+            "--log-format", "json", "--log-interval", str(args.log_interval), "--num-workers", "0",
+            *(["--fp16"] if args.fp16 else []), *(["--cpu"] if args.cpu else []),
+            *system["flags"], *args.train_args]
+
+
+def check_system(args, system):
+    """Parse the system's command as fairseq-train would and validate its technique flags: a typo or a refused
+    combination fails here, before any training."""
+    import logging
+
+    from fairseq import options
+
+    import fairseq_fusion  # noqa: F401
+    from fairseq_fusion import fusion_options
+
+    argv = train_command(args, system, 1, "/nonexistent")
+    level = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        ns = options.parse_args_and_arch(options.get_training_parser(), argv)
+    except SystemExit:
+        raise ValueError(f"system {system['name']!r}: fairseq-train refuses its arguments ({shlex.join(argv[1:])}); "
+                         "see the argparse message above") from None
+    finally:
+        logging.disable(level)
+    if system["arch"] in fusion_archs():
+        fusion_options.validate(ns)
+
+
+def fairseq_logs(path):
+    """(train_inner stats list, last train stats, params) from a fairseq-train log (json format)."""
+    inner, train, params = [], None, None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = LOG_LINE.search(line)
+            if m:
+                stats = json.loads(m.group(2))
+                if m.group(1) == "train_inner":
+                    inner.append(stats)
+                elif m.group(1) == "train":
+                    train = stats
+            p = PARAMS_LINE.search(line)
+            if p:
+                params = int(p.group(1).replace(",", ""))
+    return inner, train, params
+
+
+def train_summary(log_path):
+    """What the table takes from a finished run's log: updates, words/s after warm-up, parameters."""
+    inner, train, params = fairseq_logs(log_path)
+    if not inner:
+        raise ValueError(f"{log_path}: no train_inner lines (the run logs with --log-format json)")
+    timed = inner[1:] or inner  # the first interval holds the warm-up (first batches, allocator)
+    return {"updates": int(inner[-1]["num_updates"]) if train is None else int(train["train_num_updates"]),
+            "words_per_s": statistics.median(float(s["wps"]) for s in timed),
+            "wps_intervals": len(timed), "params": params,
+            "train_loss": None if train is None else float(train["train_loss"])}
+
+
+def run_logged(cmd, log_path, progress=None, total=None, env=None):
+    """Run ``cmd``, appending its output to ``log_path``; a progress bar over num_updates when ``total``."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=progress, unit="upd", leave=False, dynamic_ncols=True) if total else None
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(cmd)}\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        for line in proc.stdout:
+            log.write(line)
+            m = LOG_LINE.search(line) if bar is not None else None
+            if m and m.group(1) == "train_inner":
+                bar.n = int(json.loads(m.group(2))["num_updates"])
+                bar.refresh()
+        rc = proc.wait()
+    if bar is not None:
+        bar.close()
+    return rc
+
+
+def tail(path, n=30):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return "".join(f.readlines()[-n:])
+
+
+def reference_path(args, subset):
+    given = dict(r.split("=", 1) for r in args.ref)
+    path = given.get(subset, os.path.join(args.data, "tok", f"{subset}.raw.{args.target_lang}"))
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"raw reference of subset {subset!r} not found at {path} (fusion-prepare-text writes "
+                                f"tok/SUBSET.raw.LANG; else give --ref {subset}=FILE)")
+    return path
+
+
+def generate_command(args, run_dir, subset):
+    return [args.data, "--user-dir", os.path.dirname(os.path.abspath(__file__)),
+            "--path", os.path.join(run_dir, "checkpoint_last.pt"), "--gen-subset", subset,
+            "--beam", str(args.beam), "--lenpen", str(args.lenpen), "--batch-size", str(args.batch_size),
+            "--required-batch-size-multiple", "1", "--max-len-a", "1.5", "--max-len-b", "10", "--remove-bpe",
+            *(["--fp16"] if args.fp16 else []), *(["--cpu"] if args.cpu else []), *args.generate_args]
+
+
+def evaluate(args, run_dir, subset):
+    """sacreBLEU (detokenized, signature) and tokenized BLEU of the run's last checkpoint on ``subset``."""
+    from .analysis import evaluation
+    from .cli._tools import console_script
+
+    out = os.path.join(run_dir, "eval", subset)
+    if os.path.exists(out + ".json"):
+        with open(out + ".json") as f:
+            return json.load(f)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cmd = [console_script("fairseq-generate"), *generate_command(args, run_dir, subset)]
+    with open(out + ".generate.txt.part", "w", encoding="utf-8") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"fairseq-generate on {subset} failed ({shlex.join(cmd)}):\n{proc.stderr[-3000:]}")
+    os.replace(out + ".generate.txt.part", out + ".generate.txt")
+    refs = evaluation.read_lines(reference_path(args, subset))
+    hyps = evaluation.detokenize(evaluation.read_generate_output(out + ".generate.txt")["H"], args.target_lang)
+    if len(hyps) != len(refs):
+        raise ValueError(f"{out}.generate.txt: {len(hyps)} translations for {len(refs)} references of {subset}")
+    result = evaluation.score(hyps, refs, args.target_lang)
+    atomic_files.write_lines(out + ".detok", hyps)
+    atomic_files.write_json(out + ".json", result)
+    return result
+
+
+def bootstrap(args, run_dir, base_dir, subset, base_name):
+    """sacreBLEU's paired bootstrap of this run against the baseline run of the same seed on ``subset`` (cached)."""
+    from .analysis import evaluation
+
+    out = os.path.join(run_dir, "eval", f"{subset}.vs_{base_name}.json")
+    if os.path.exists(out):
+        with open(out) as f:
+            return json.load(f)
+    refs = evaluation.read_lines(reference_path(args, subset))
+    base = evaluation.read_lines(os.path.join(base_dir, "eval", subset + ".detok"))
+    hyps = evaluation.read_lines(os.path.join(run_dir, "eval", subset + ".detok"))
+    import logging
+
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-test progress notes
+    res = evaluation.paired_significance(refs, base, {"system": hyps}, "bs", args.bootstrap_samples, base_name)
+    result = {"p_value": res["systems"][1]["p_value"], "same_output": res["systems"][1]["same_output"], "signature": res["signature"],
+              "baseline_bleu": res["systems"][0]["bleu"], "bleu": res["systems"][1]["bleu"]}
+    atomic_files.write_json(out, result)
+    return result
+
+
+def mean_sd(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def summarize(systems, runs, subsets, baseline):
+    """One row per system: parameters, words/s (and its ratio to the baseline's), BLEU mean and sd over seeds per
+    subset, and the bootstrap p-value of each seed against the baseline."""
+    rows = []
+    base_wps = mean_sd([r["train"]["words_per_s"] for r in runs if r["system"] == baseline])[0]
+    for s in systems:
+        mine = sorted((r for r in runs if r["system"] == s["name"]), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        wps = mean_sd([r["train"]["words_per_s"] for r in mine])[0]
+        row = {"system": s["name"], "arch": s["arch"], "flags": s["flags"], "seeds": [r["seed"] for r in mine],
+               "params": mine[0]["train"]["params"], "updates": [r["train"]["updates"] for r in mine],
+               "words_per_s": wps, "words_per_s_ratio": wps / base_wps if base_wps else None, "subsets": {}}
+        for subset in subsets:
+            bleu = [r["eval"][subset]["sacrebleu"]["score"] for r in mine if subset in r["eval"]]
+            tok = [r["eval"][subset]["tokenized_bleu"]["score"] for r in mine if subset in r["eval"]]
+            row["subsets"][subset] = {
+                "sacrebleu": bleu, "sacrebleu_mean_sd": mean_sd(bleu), "tokenized_bleu": tok, "tokenized_bleu_mean_sd": mean_sd(tok),
+                "p_values": [r["significance"].get(subset, {}).get("p_value") for r in mine] if s["name"] != baseline else None,
+                "same_output": [bool(r["significance"].get(subset, {}).get("same_output")) for r in mine]}
+        rows.append(row)
+    return rows
+
+
+def _fmt(mean_sd_pair, digits=2):
+    m, sd = mean_sd_pair
+    return "-" if m is None else f"{m:.{digits}f}" + ("" if sd is None else f" ± {sd:.{digits}f}")
+
+
+def _fmt_p(p, same_output):
+    if same_output:
+        return "same output"
+    return "-" if p is None else f"{p:.3f}{'*' if p < 0.05 else ''}"
+
+
+def markdown(rows, subsets, baseline):
+    head = "| system | params | train words/s (ratio) |"
+    rule = "|---|---:|---:|"
+    for subset in subsets:
+        head += f" {subset} sacreBLEU | {subset} tok. BLEU | {subset} p (per seed) |"
+        rule += "---:|---:|---|"
+    lines = [head, rule]
+    for r in rows:
+        what = r["arch"] + ("" if not r["flags"] else " " + " ".join(r["flags"]))
+        name = f"`{r['system']}`" if r["system"] == r["arch"] and not r["flags"] else f"`{r['system']}` (`{what}`)"
+        params = "-" if r["params"] is None else f"{r['params'] / 1e6:.2f}M"
+        ratio = "" if r["words_per_s_ratio"] is None else f" ({r['words_per_s_ratio']:.2f})"
+        line = f"| {name} | {params} | {r['words_per_s']:.0f}{ratio} |"
+        for subset in subsets:
+            c = r["subsets"][subset]
+            p = "baseline" if c["p_values"] is None else ", ".join(_fmt_p(v, same) for v, same in zip(
+                c["p_values"], c.get("same_output") or [False] * len(c["p_values"])))
+            line += f" {_fmt(c['sacrebleu_mean_sd'])} | {_fmt(c['tokenized_bleu_mean_sd'])} | {p} |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def results_figure(rows, subsets, title):
+    """sacreBLEU of each system per test subset: bars (mean, sd over seeds) and each seed as a dot."""
+    from .analysis.common import figure_title, new_figure
+
+    fig, ax = new_figure(figsize=(max(5.0, 1.0 + 0.9 * len(rows)), 3.8))
+    width = 0.8 / len(subsets)
+    for j, subset in enumerate(subsets):
+        xs = [i + (j - (len(subsets) - 1) / 2) * width for i in range(len(rows))]
+        means = [r["subsets"][subset]["sacrebleu_mean_sd"][0] or 0.0 for r in rows]
+        sds = [r["subsets"][subset]["sacrebleu_mean_sd"][1] or 0.0 for r in rows]
+        ax.bar(xs, means, width, yerr=sds, capsize=3, label=subset)
+        for x, r in zip(xs, rows):  # each seed as a dot
+            seeds = r["subsets"][subset]["sacrebleu"]
+            ax.plot([x] * len(seeds), seeds, "k.", markersize=3)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([r["system"] for r in rows], rotation=90, fontsize=7)
+    ax.set_ylabel("sacreBLEU (mean ± sd over seeds)")
+    ax.legend(fontsize=7)
+    return figure_title(fig, title, fontsize=9)
+
+
+def plot(rows, subsets, path, title):
+    import matplotlib.pyplot as plt
+
+    fig = results_figure(rows, subsets, title)
+    try:
+        atomic_files.save_figure(fig, path, dpi=150)
+    finally:
+        plt.close(fig)
+
+
+def machine():
+    import platform
+
+    import torch
+    return {"platform": platform.platform(), "cpus": os.cpu_count(), "torch": torch.__version__,
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+README_BEGIN, README_END = "<!-- RESULTS TABLE -->", "<!-- /RESULTS TABLE -->"
+
+
+def update_readme(path, block):
+    """Replace what stands between the RESULTS TABLE markers of ``path`` with ``block``."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.count(README_BEGIN) != 1 or text.count(README_END) != 1 or text.index(README_BEGIN) > text.index(README_END):
+        raise ValueError(f"--readme {path}: expected one '{README_BEGIN}' line followed by one '{README_END}' line")
+    head, rest = text.split(README_BEGIN)
+    _, tail_ = rest.split(README_END)
+    atomic_files.write_text(path, head + README_BEGIN + "\n" + block.strip() + "\n" + README_END + tail_)
+
+
+def get_parser():
+    p = argparse.ArgumentParser(prog="fusion-compare", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
+    p.add_argument("data", help="Binarized data directory (fusion-prepare-text's --destdir).")
+    p.add_argument("--system", action="append", required=True, metavar="NAME=ARCH [FLAGS]",
+                   help="A system: an arch, or NAME=ARCH followed by model flags in one quoted argument "
+                        "(e.g. 'combo=transformer_simplified_decoder --lexical-shortcuts'); repeat for each.")
+    p.add_argument("--baseline", default=None, help="The system every other is tested against (default: the first).")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="Training seeds of every system (default: 1 2).")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--max-update", type=int, help="Equal budget in updates.")
+    budget.add_argument("--max-minutes", type=float, help="Equal budget in minutes of training on this machine.")
+    p.add_argument("--size", choices=[s for s in SIZES if s != "tiny"] + ["tiny"], default="small",
+                   help="Model size and its optimization: small = make demo's (d 128, 3+3 layers); base, big = "
+                        "fairseq's WMT'14 settings (default: %(default)s).")
+    p.add_argument("--test-subsets", nargs="+", default=["test"], help="Binarized subsets to translate (test, test1, ...).")
+    p.add_argument("--ref", action="append", default=[], metavar="SUBSET=FILE",
+                   help="Raw reference of a subset (default: DATA/tok/SUBSET.raw.TGT).")
+    p.add_argument("--target-lang", default=None, help="Target language (default: DATA/prepare.json's).")
+    p.add_argument("--beam", type=int, default=5, help="Beam of fairseq-generate for every system (default: %(default)s).")
+    p.add_argument("--lenpen", type=float, default=1.0, help="Length penalty of fairseq-generate (default: %(default)s).")
+    p.add_argument("--batch-size", type=int, default=128, help="Sentences per fairseq-generate batch.")
+    p.add_argument("--bootstrap-samples", type=int, default=1000,
+                   help="Resamples of sacreBLEU's paired bootstrap (default: %(default)s).")
+    p.add_argument("--fp16", action="store_true", help="Train and translate with --fp16 (CUDA).")
+    p.add_argument("--cpu", action="store_true", help="Stay on CPU.")
+    p.add_argument("--save-interval-updates", type=int, default=100,
+                   help="Checkpoint every N updates: how much an interrupted run loses (default: %(default)s).")
+    p.add_argument("--log-interval", type=int, default=25,
+                   help="Updates between fairseq-train's log lines, which give words/s (default: %(default)s).")
+    p.add_argument("--train-args", default="", help="Further fairseq-train options for every system (one quoted string).")
+    p.add_argument("--generate-args", default="", help="Further fairseq-generate options (one quoted string).")
+    p.add_argument("--work", required=True, help="Folder of the runs and results (resumable).")
+    p.add_argument("--readme", default=None, help=f"Write the table into this file between {README_BEGIN} and {README_END}.")
+    p.add_argument("--dry-run", action="store_true", help="Print the commands and stop.")
+    return p
+
+
+def run_one(args, system, seed, label):
+    """Train (or continue, or reuse) one run; returns its train summary."""
+    from .cli._tools import console_script
+
+    run_dir = os.path.join(args.work, "runs", system["name"], f"seed{seed}")
+    os.makedirs(run_dir, exist_ok=True)
+    done = os.path.join(run_dir, "train.json")
+    cmd = train_command(args, system, seed, run_dir)
+    recorded = os.path.join(run_dir, "command.json")
+    user_dir = os.path.dirname(os.path.abspath(__file__))
+    portable = [a if a != user_dir else "USER_DIR" for a in cmd]  # the plugin's path may change between attempts
+    if os.path.exists(recorded):
+        with open(recorded) as f:
+            before = json.load(f)
+        if before != portable:
+            raise ValueError(f"{run_dir} was trained with another command:\n  {shlex.join(before)}\nnow:\n  {shlex.join(portable)}\n"
+                             "use another --work, or remove that folder to retrain")
+    else:
+        atomic_files.write_json(recorded, portable, indent=1)
+    if os.path.exists(done):
+        with open(done) as f:
+            print(f"| {label}: trained before, reused", flush=True)
+            return json.load(f)
+    resumed = os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
+    print(f"| {label}: {'continuing from checkpoint_last.pt' if resumed else 'training'} (log {run_dir}/train.log)", flush=True)
+    log = os.path.join(run_dir, "train.log")
+    rc = run_logged([console_script("fairseq-train"), *cmd], log, progress=label, total=args.max_update)
+    if rc != 0:
+        raise RuntimeError(f"fairseq-train of {label} exited {rc}; the last lines of {log}:\n{tail(log)}")
+    summary = train_summary(log)
+    if args.max_update and summary["updates"] != args.max_update:
+        raise RuntimeError(f"{label} stopped at {summary['updates']} updates, not --max-update {args.max_update}: see {log}")
+    atomic_files.write_json(done, summary)
+    return summary
+
+
+def main(args):
+    args.train_args, args.generate_args = shlex.split(args.train_args), shlex.split(args.generate_args)
+    try:
+        systems = [parse_system(s) for s in args.system]
+    except ValueError as e:
+        fail(f"fusion-compare: {e}")
+    names = [s["name"] for s in systems]
+    if len(set(names)) != len(names):
+        fail(f"fusion-compare: --system names must differ, got {names}")
+    baseline = args.baseline or names[0]
+    if baseline not in names:
+        fail(f"fusion-compare: --baseline {baseline!r} is none of the systems {names}")
+    systems.sort(key=lambda s: s["name"] != baseline)  # the baseline's run of a seed comes first
+    if not os.path.isdir(args.data):
+        fail(f"fusion-compare: {args.data}: no such binarized data directory")
+    if args.target_lang is None:
+        meta = os.path.join(args.data, "prepare.json")
+        if not os.path.exists(meta):
+            fail(f"fusion-compare: {meta} not found: give --target-lang")
+        with open(meta) as f:
+            args.target_lang = json.load(f)["target_lang"]
+    if len(set(args.seeds)) != len(args.seeds):
+        fail(f"fusion-compare: --seeds must differ, got {args.seeds}")
+    try:
+        for subset in args.test_subsets:
+            reference_path(args, subset)
+            if not any(n.startswith(subset + ".") and n.endswith(".bin") for n in os.listdir(args.data)):
+                raise FileNotFoundError(f"--test-subsets {subset}: no binarized {subset}.* files in {args.data}")
+        for s in systems:
+            check_system(args, s)
+    except (FileNotFoundError, ValueError) as e:
+        fail(f"fusion-compare: {e}")
+    if args.dry_run:
+        for s in systems:
+            print("fairseq-train " + shlex.join(train_command(args, s, args.seeds[0], f"{args.work}/runs/{s['name']}/seed{args.seeds[0]}")))
+        print("fairseq-generate " + shlex.join(generate_command(args, f"{args.work}/runs/NAME/seedS", args.test_subsets[0])))
+        return None
+    os.makedirs(args.work, exist_ok=True)
+    command = "fusion-compare " + shlex.join(sys.argv[1:])
+    runs, total, k = [], len(systems) * len(args.seeds), 0
+    started = time.time()
+    for seed in args.seeds:
+        for s in systems:
+            k += 1
+            label = f"[{k}/{total}] {s['name']} seed {seed}"
+            try:
+                train = run_one(args, s, seed, label)
+                run_dir = os.path.join(args.work, "runs", s["name"], f"seed{seed}")
+                base_dir = os.path.join(args.work, "runs", baseline, f"seed{seed}")
+                ev = {subset: evaluate(args, run_dir, subset) for subset in args.test_subsets}
+                sig = {} if s["name"] == baseline else {
+                    subset: bootstrap(args, run_dir, base_dir, subset, baseline) for subset in args.test_subsets}
+            except (RuntimeError, ValueError, FileNotFoundError) as e:
+                fail(f"fusion-compare: {e}")
+            runs.append({"system": s["name"], "seed": seed, "train": train, "eval": ev, "significance": sig})
+            print(f"| {label}: {train['updates']} updates, {train['words_per_s']:.0f} words/s; " + ", ".join(
+                f"{sub} sacreBLEU {e['sacrebleu']['score']:.2f}" for sub, e in ev.items())
+                + f" ({(time.time() - started) / 60:.1f} min so far)", flush=True)
+            write_results(args, systems, runs, baseline, command, complete=k == total)
+    return runs
+
+
+def write_results(args, systems, runs, baseline, command, complete):
+    rows = summarize(systems, runs, args.test_subsets, baseline)
+    table = markdown(rows, args.test_subsets, baseline)
+    signature = runs[0]["eval"][args.test_subsets[0]]["sacrebleu"]["signature"]
+    budget = f"{args.max_update} updates" if args.max_update else f"{args.max_minutes:g} minutes of training"
+    block = (f"{table}\n\n{'' if complete else '**Incomplete** (runs still to come). '}"
+             f"{len(args.seeds)} seeds ({', '.join(map(str, args.seeds))}), {budget} each, size `{args.size}`, beam {args.beam}; "
+             f"mean ± sd over seeds; p: sacreBLEU's paired bootstrap ({args.bootstrap_samples} samples) against "
+             f"`{baseline}` of the same seed (* p < 0.05; `same output`: translations identical to the baseline's, "
+             f"not tested); words/s: median of fairseq's per-interval wps after the first "
+             f"interval. sacreBLEU signature: `{signature}`.\n\n"
+             f"{time.strftime('%Y-%m-%d')}, {machine()['platform']}, {machine()['cpus']} CPUs"
+             f"{'' if not machine()['cuda'] else ', ' + machine()['cuda']}: `{command}`")
+    out = os.path.join(args.work, "results")
+    atomic_files.write_json(out + ".json", {
+        "rows": rows, "runs": runs, "baseline": baseline, "command": command, "complete": complete,
+        "machine": machine(), "date": time.strftime("%Y-%m-%d"), "settings": {
+            k: v for k, v in vars(args).items() if k not in ("readme", "dry_run")}})
+    atomic_files.write_text(out + ".md", block + "\n")
+    plot(rows, args.test_subsets, out + ".png", f"{os.path.basename(os.path.normpath(args.data))}: {budget}, "
+         f"{len(args.seeds)} seeds, size {args.size}, beam {args.beam}")
+    if args.readme and complete:
+        update_readme(args.readme, block)
+        print(f"| wrote the table into {args.readme}")
+    print(f"| wrote {out}.json, {out}.md, {out}.png")
