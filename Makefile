@@ -27,8 +27,11 @@ $(STAMP): Makefile setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	touch $(STAMP)
 
+# pytest-xdist workers: the machine's cores, at most 4 (each worker loads fairseq and trains small models)
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
+
 test: install
-	FUSION_DATA=$(abspath $(DATA)) $(VENV)/bin/pytest -q tests
+	FUSION_DATA=$(abspath $(DATA)) $(VENV)/bin/pytest -q -n $(TEST_WORKERS) tests
 
 # the headline archs' contract tests and the CLI round trip on an older stack (Python 3.10, torch 2.1, fairseq 0.12.2's
 # omegaconf/hydra pins) in .venv-compat, built on first use (README: Tested stacks); .venv is not touched

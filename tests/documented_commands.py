@@ -299,7 +299,7 @@ reg("make demo", "make_demo", run=f"{MAKE} demo", env={"TRAIN_MINUTES": "0.01"},
     local="runs as written on a 100-line copy of the shared data with TRAIN_MINUTES=0.01, the install step not re-run",
     out=r"BLEU\|nrefs:1\|.* = \d+\.\d.*\n.*demo: fusion_transformer, trained", files=["demo_work/out/fusion_transformer/hyp.de"])
 reg("make test", "make", run=f"{MAKE} -n test", local="the whole test suite, this test included: make -n",
-    out=r"FUSION_DATA=\S+ \.venv/bin/pytest -q tests")
+    out=r"FUSION_DATA=\S+ \.venv/bin/pytest -q -n \d+ tests")
 reg("make demo ARCH=<arch>", "make", run=f"{MAKE} -n demo ARCH=transformer_phrase",
     local="make demo runs in full above; make -n shows ARCH reaching it", out=r"ARCH=transformer_phrase .*bash examples/demo.sh")
 reg("make install", "make", run="make -n -W Makefile install", local="installs packages: make -n (the stamp taken as outdated)",

@@ -77,3 +77,35 @@ def test_markdown_files_have_no_machine_paths_or_issue_headings():
         with open(os.path.join(REPO, f), encoding="utf-8") as fh:
             bad += [f"{f}:{n}: {what}" for n, what in problems(fh.read())]
     assert not bad, "\n".join(bad)
+
+
+def table_problems(text):
+    """(line number, cells, header cells) for each markdown table row whose cell count is not its header's (a ``|``
+    inside a cell must be escaped as ``\\|``)."""
+    lines, found, in_fence, i = text.splitlines(), [], False, 0
+    cells = lambda row: len(re.split(r"(?<!\\)\|", row.strip().strip("|")))  # noqa: E731
+    while i < len(lines):
+        if lines[i].lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+        elif not in_fence and lines[i].startswith("|") and i + 1 < len(lines) and re.fullmatch(r"\|[-:| ]+\|", lines[i + 1]):
+            width, j = cells(lines[i]), i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                if cells(lines[j]) != width:
+                    found.append((j + 1, cells(lines[j]), width))
+                j += 1
+            i = j
+            continue
+        i += 1
+    return found
+
+
+def test_table_checker_catches_a_short_row():
+    assert table_problems("| a | b | c |\n|---|---|---|\n| 1 | 2 |\n| 1 | 2 \\| 3 | 4 |\n") == [(3, 2, 3)]
+
+
+def test_markdown_tables_are_well_formed():
+    bad = []
+    for f in markdown_files():
+        with open(os.path.join(REPO, f), encoding="utf-8") as fh:
+            bad += [f"{f}:{n}: {got} cells, the header has {want}" for n, got, want in table_problems(fh.read())]
+    assert not bad, "\n".join(bad)
