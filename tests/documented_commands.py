@@ -300,6 +300,8 @@ reg("make demo", "make_demo", run=f"{MAKE} demo", env={"TRAIN_MINUTES": "0.01"},
     out=r"BLEU\|nrefs:1\|.* = \d+\.\d.*\n.*demo: fusion_transformer, trained", files=["demo_work/out/fusion_transformer/hyp.de"])
 reg("make test", "make", run=f"{MAKE} -n test", local="the whole test suite, this test included: make -n",
     out=r"FUSION_DATA=\S+ \.venv/bin/pytest -q -n \d+ tests")
+reg("make test TEST_WORKERS=1", "make", run=f"{MAKE} -n test TEST_WORKERS=1", local="the whole test suite: make -n",
+    out=r"\.venv/bin/pytest -q -n 1 tests")
 reg("make demo ARCH=<arch>", "make", run=f"{MAKE} -n demo ARCH=transformer_phrase",
     local="make demo runs in full above; make -n shows ARCH reaching it", out=r"ARCH=transformer_phrase .*bash examples/demo.sh")
 reg("make install", "make", run="make -n -W Makefile install", local="installs packages: make -n (the stamp taken as outdated)",
@@ -415,6 +417,7 @@ reg("fusion-gpu-check --budget-minutes 9", "make", run="fusion-gpu-check --budge
     env={"CUDA_VISIBLE_DEVICES": ""}, local="needs CUDA: its no-CUDA form runs (CUDA hidden), one line and exit 0",
     out=r"(?m)^fusion-gpu-check: no CUDA device here \(torch [^\n]*\s*\Z")
 reg("fairseq-train --user-dir", "flags", mode="flags", local="a flag named in the text")
+reg("fairseq-generate --score-reference", "flags", mode="flags", local="a flag named in the text")
 
 # ---- docs/decoder_sublayers.md
 reg("fusion-aer --gold ../shared/data/alignment/deen/deen.talp --hyp "
