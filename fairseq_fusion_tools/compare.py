@@ -26,6 +26,7 @@ import sys
 import time
 
 from . import atomic_files
+from .data_paths import PLUGIN_DIR
 from .benchmark import SIZES, fusion_archs
 from fairseq_fusion.errors import fail
 
@@ -67,7 +68,7 @@ def train_command(args, system, seed, save_dir):
     criterion = criterion_of(system["arch"])
     budget = (["--max-update", str(args.max_update)] if args.max_update else
               ["--stop-time-hours", repr(args.max_minutes / 60), "--max-update", "100000000"])
-    return [args.data, "--user-dir", os.path.dirname(os.path.abspath(__file__)), "--arch", system["arch"],
+    return [args.data, "--user-dir", PLUGIN_DIR, "--arch", system["arch"],
             *SIZES[args.size], *COMMON, *TRAINING[args.size],
             "--criterion", criterion, *(["--label-smoothing", "0.1"] if "label_smoothed" in criterion else []),
             *budget, "--max-epoch", "100000", "--seed", str(seed), "--save-dir", save_dir, "--no-epoch-checkpoints",
@@ -167,7 +168,7 @@ def reference_path(args, subset):
 
 
 def generate_command(args, run_dir, subset):
-    return [args.data, "--user-dir", os.path.dirname(os.path.abspath(__file__)),
+    return [args.data, "--user-dir", PLUGIN_DIR,
             "--path", os.path.join(run_dir, "checkpoint_last.pt"), "--gen-subset", subset,
             "--beam", str(args.beam), "--lenpen", str(args.lenpen), "--batch-size", str(args.batch_size),
             "--required-batch-size-multiple", "1", "--max-len-a", "1.5", "--max-len-b", "10", "--remove-bpe",
@@ -385,7 +386,7 @@ def run_one(args, system, seed, label):
     done = os.path.join(run_dir, "train.json")
     cmd = train_command(args, system, seed, run_dir)
     recorded = os.path.join(run_dir, "command.json")
-    user_dir = os.path.dirname(os.path.abspath(__file__))
+    user_dir = PLUGIN_DIR
     portable = [a if a != user_dir else "USER_DIR" for a in cmd]  # the plugin's path may change between attempts
     if os.path.exists(recorded):
         with open(recorded) as f:

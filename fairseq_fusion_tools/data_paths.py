@@ -7,6 +7,8 @@ benchmarks all resolve their corpora through here.
 import os
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the plugin's folder, what fairseq's --user-dir names (the tools' own folder is not a plugin)
+PLUGIN_DIR = os.path.join(REPO_ROOT, "fairseq_fusion")
 
 
 def data_root():

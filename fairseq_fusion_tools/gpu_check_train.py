@@ -15,6 +15,7 @@ import os
 import time
 
 from .benchmark import SIZES
+from .data_paths import PLUGIN_DIR
 from .compare import COMMON, TRAINING
 
 VALID_MAX_TOKENS = 12000  # the valid split in a few batches (forward only, no activations kept)
@@ -30,7 +31,7 @@ def train_argv(data, arch, dtype, size="small", updates=30, seed=1, cpu=False):
     from fairseq_fusion import fusion_options
 
     criterion = fusion_options.default_criterion(arch)
-    argv = [data, "--user-dir", os.path.dirname(os.path.abspath(__file__)), "--task", "translation", "--arch", arch,
+    argv = [data, "--user-dir", PLUGIN_DIR, "--task", "translation", "--arch", arch,
             *SIZES[size], *COMMON, *TRAINING[size], "--criterion", criterion,
             *(["--label-smoothing", "0.1"] if "label_smoothed" in criterion else []),
             "--max-update", str(updates), "--seed", str(seed), "--num-workers", "0", "--disable-validation", "--no-save",

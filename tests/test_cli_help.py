@@ -11,7 +11,7 @@ import pytest
 
 from fairseq_fusion_tools import data_paths
 
-CLI_DIR = os.path.join(data_paths.REPO_ROOT, "fairseq_fusion", "cli")
+CLI_DIR = os.path.join(data_paths.REPO_ROOT, "fairseq_fusion_tools", "cli")
 
 
 def discover():

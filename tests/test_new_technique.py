@@ -51,7 +51,7 @@ TOY = OptionGroup(
 def toy():
     fusion_options.register(TOY)
 
-    @catalog.describe(paper="none (a test's toy)", equations="x_l (1 + a_l)", key_flags="`--toy-scale`")
+    @catalog.describe(source="vaswani", paper="none (a test's toy)", equations="x_l (1 + a_l)", key_flags="`--toy-scale`")
     @register_model_architecture("fusion_transformer", ARCH)
     def toy_architecture(args):
         args.toy_scale = getattr(args, "toy_scale", True)
