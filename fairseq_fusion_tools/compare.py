@@ -2,18 +2,30 @@
 
 Every run is ``fairseq-train`` (``--user-dir`` this plugin) with identical settings except the system's
 arch and flags, and its seed; the budget is equal for all: ``--max-update`` updates, or ``--max-minutes``
-of training on the same machine (fairseq's ``--stop-time-hours``). Each finished run is evaluated on
-the test subsets with ``fairseq-generate`` (last checkpoint, one beam for all), detokenized with Moses
-and scored with sacreBLEU (signature kept) and tokenized BLEU (``analysis.evaluation.score``); each
-system is tested against the baseline seed by seed with sacreBLEU's paired bootstrap (the same seed's
-baseline run, same test set). Train words/s is the median of fairseq's per-interval ``wps`` after the
+of training on the same machine (fairseq's ``--stop-time-hours``), per stage. Each finished run is
+evaluated on the test subsets with ``fairseq-generate`` (one beam for all), detokenized with Moses and
+scored with sacreBLEU (signature kept) and tokenized BLEU (``analysis.evaluation.score``); each system is
+tested against the baseline seed by seed with sacreBLEU's paired bootstrap (the same seed's baseline run
+under the same protocol, same test set).
+
+Protocols (``--protocol papers``, the default): each system is trained and its checkpoint chosen as its
+arch's paper did (the presets' ``@describe(source=...)``; fairseq's transformer and fusion_transformer
+follow Vaswani et al.). Dou et al. train in two stages: their archs start from the baseline run's last
+checkpoint (``--init-from-vanilla``) for another budget, beside the baseline continued as long from the
+same checkpoint (``--finetune-from-model``: fresh optimizer and schedule, as the second stage has), which is
+what they are tested against. The tested checkpoint is the average of the last N interval checkpoints
+where the paper averaged (Vaswani, Emelin, Dou, Xu: 5 for base-size models, 20 or 16 for big), else the
+one with the best validation loss (Yang, Liu). Checkpoints are saved (and validated) every
+``--save-interval-updates`` (default: a 20th of ``--max-update``). ``--protocol same``: one stage and the
+last checkpoint for every system. Train words/s is the median of fairseq's per-interval ``wps`` after the
 first interval (warm-up); parameters are fairseq's own count (shared embeddings counted once).
 
 Layout of ``--work`` (resumable): ``runs/NAME/seedS/`` holds ``command.json`` (the exact command;
 another command in the same place is refused rather than mixed), ``train.log`` (appended on every
 attempt), fairseq's checkpoints (an interrupted run continues from ``checkpoint_last.pt``),
 ``train.json`` (written once training finished: a finished run is never redone) and
-``eval/SUBSET.{generate.txt,detok,json}``. ``results.{json,md,png}`` are rewritten after every run.
+``eval/SUBSET.SELECTION.{generate.txt,detok,json}`` (SELECTION: ``last``, ``best`` or ``averageN``, whose
+averaged checkpoint is ``eval/averageN.pt``); the baseline continued is ``runs/BASELINE+continued/``. ``results.{json,md,png}`` are rewritten after every run.
 """
 import argparse
 import json
@@ -25,7 +37,7 @@ import subprocess
 import sys
 import time
 
-from . import atomic_files
+from . import atomic_files, recipe_settings
 from .data_paths import PLUGIN_DIR
 from .benchmark import SIZES, fusion_archs
 from fairseq_fusion.errors import fail
@@ -63,16 +75,78 @@ def criterion_of(arch):
     return fusion_options.default_criterion(arch)  # label_smoothed_cross_entropy unless the arch declares another
 
 
+CONTINUED = "+continued"  # the name of the baseline continued for a second stage: BASELINE+continued
+
+
+def paper_of(arch):
+    """The paper whose protocol an arch follows: its preset's source; Vaswani et al. for fairseq's own archs and
+    for fusion_transformer*."""
+    from fairseq_fusion.models import catalog
+
+    entry = catalog.CATALOG.get(arch)
+    return "vaswani" if entry is None else entry.source
+
+
+def protocol_of(args, system):
+    """{paper, stages, select} of a system: select is ``last``, ``best`` (validation loss) or ``averageN``."""
+    if system.get("continues"):  # the baseline continued: its baseline's selection, a second stage
+        return dict(protocol_of(args, system["continues"]), stages=2)
+    if args.protocol == "same":
+        return {"paper": None, "stages": 1, "select": "last"}
+    paper = paper_of(system["arch"])
+    average = recipe_settings.PAPERS[paper]["train"]["average"]  # None: best validation loss
+    n = average["big" if args.size == "big" else "base"] if average else None
+    return {"paper": paper, "stages": 2 if paper == "dou" else 1, "select": f"average{n}" if n else "best"}
+
+
+def with_continued_baseline(args, systems, baseline):
+    """The systems, plus the baseline continued for a second stage when a system trains in two stages."""
+    if not any(protocol_of(args, s)["stages"] == 2 for s in systems):
+        return systems
+    base = next(s for s in systems if s["name"] == baseline)
+    continued = dict(base, name=baseline + CONTINUED, continues=base)
+    i = systems.index(base)
+    return systems[:i + 1] + [continued] + systems[i + 1:]
+
+
+def compared_with(args, system, baseline):
+    """The run a system's bootstrap is against: the baseline, or the baseline continued for two-stage systems."""
+    if system["name"] == baseline or system.get("continues"):
+        return None
+    return baseline + CONTINUED if protocol_of(args, system)["stages"] == 2 else baseline
+
+
+def stage_one(args, seed, baseline):
+    return os.path.join(args.work, "runs", baseline, f"seed{seed}", "checkpoint_last.pt")
+
+
+def keep_checkpoints(args):
+    """Interval checkpoints every run keeps: the most any system averages (at least 1)."""
+    return max([1] + [int(p["select"][len("average"):]) for p in args.protocols.values() if p["select"].startswith("average")])
+
+
+def save_interval(args):
+    if args.save_interval_updates:
+        return args.save_interval_updates
+    return max(1, args.max_update // 20) if args.max_update else 100
+
+
 def train_command(args, system, seed, save_dir):
     """The fairseq-train argv of one run (after the executable)."""
     criterion = criterion_of(system["arch"])
     budget = (["--max-update", str(args.max_update)] if args.max_update else
               ["--stop-time-hours", repr(args.max_minutes / 60), "--max-update", "100000000"])
+    stage = []
+    if system.get("continues"):
+        stage = ["--finetune-from-model", stage_one(args, seed, system["continues"]["name"])]
+    elif protocol_of(args, system)["stages"] == 2:
+        stage = ["--init-from-vanilla", stage_one(args, seed, args.baseline)]
     return [args.data, "--user-dir", PLUGIN_DIR, "--arch", system["arch"],
             *SIZES[args.size], *COMMON, *TRAINING[args.size],
             "--criterion", criterion, *(["--label-smoothing", "0.1"] if "label_smoothed" in criterion else []),
             *budget, "--max-epoch", "100000", "--seed", str(seed), "--save-dir", save_dir, "--no-epoch-checkpoints",
-            "--save-interval-updates", str(args.save_interval_updates), "--keep-interval-updates", "1",
+            "--save-interval-updates", str(save_interval(args)), "--keep-interval-updates", str(keep_checkpoints(args)),
+            *stage,
             "--log-format", "json", "--log-interval", str(args.log_interval), "--num-workers", "0",
             *(["--fp16"] if args.fp16 else []), *(["--cpu"] if args.cpu else []),
             *system["flags"], *args.train_args]
@@ -167,25 +241,47 @@ def reference_path(args, subset):
     return path
 
 
-def generate_command(args, run_dir, subset):
+def generate_command(args, checkpoint, subset):
     return [args.data, "--user-dir", PLUGIN_DIR,
-            "--path", os.path.join(run_dir, "checkpoint_last.pt"), "--gen-subset", subset,
+            "--path", checkpoint, "--gen-subset", subset,
             "--beam", str(args.beam), "--lenpen", str(args.lenpen), "--batch-size", str(args.batch_size),
             "--required-batch-size-multiple", "1", "--max-len-a", "1.5", "--max-len-b", "10", "--remove-bpe",
             *(["--fp16"] if args.fp16 else []), *(["--cpu"] if args.cpu else []), *args.generate_args]
 
 
-def evaluate(args, run_dir, subset):
-    """sacreBLEU (detokenized, signature) and tokenized BLEU of the run's last checkpoint on ``subset``."""
+def tested_checkpoint(run_dir, select):
+    """The checkpoint a protocol tests: the last, the best on validation loss, or the average of the last N
+    interval checkpoints (written once to eval/averageN.pt)."""
+    if select in ("last", "best"):
+        path = os.path.join(run_dir, f"checkpoint_{select}.pt")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path} not found (fairseq-train writes checkpoint_best.pt when it validates)")
+        return path
+    from .cli import average_checkpoints
+
+    out = os.path.join(run_dir, "eval", select + ".pt")
+    if not os.path.exists(out):
+        paths = average_checkpoints.last_n_checkpoints(run_dir, int(select[len("average"):]), kind="update")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        state = average_checkpoints.average_checkpoints(paths)
+        import torch
+
+        with atomic_files.replacing(out) as tmp:
+            torch.save(state, tmp)
+    return out
+
+
+def evaluate(args, run_dir, subset, select):
+    """sacreBLEU (detokenized, signature) and tokenized BLEU of the run's ``select`` checkpoint on ``subset``."""
     from .analysis import evaluation
     from .cli._tools import console_script
 
-    out = os.path.join(run_dir, "eval", subset)
+    out = os.path.join(run_dir, "eval", f"{subset}.{select}")
     if os.path.exists(out + ".json"):
         with open(out + ".json") as f:
             return json.load(f)
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    cmd = [console_script("fairseq-generate"), *generate_command(args, run_dir, subset)]
+    cmd = [console_script("fairseq-generate"), *generate_command(args, tested_checkpoint(run_dir, select), subset)]
     with open(out + ".generate.txt.part", "w", encoding="utf-8") as f:
         proc = subprocess.run(cmd, stdout=f, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
@@ -201,23 +297,25 @@ def evaluate(args, run_dir, subset):
     return result
 
 
-def bootstrap(args, run_dir, base_dir, subset, base_name):
-    """sacreBLEU's paired bootstrap of this run against the baseline run of the same seed on ``subset`` (cached)."""
+def bootstrap(args, run_dir, base_dir, subset, base_name, select):
+    """sacreBLEU's paired bootstrap of this run against the baseline run of the same seed on ``subset``, both
+    tested with the checkpoint ``select`` chooses (cached)."""
     from .analysis import evaluation
 
-    out = os.path.join(run_dir, "eval", f"{subset}.vs_{base_name}.json")
+    out = os.path.join(run_dir, "eval", f"{subset}.{select}.vs_{base_name}.json")
     if os.path.exists(out):
         with open(out) as f:
             return json.load(f)
+    evaluate(args, base_dir, subset, select)  # the baseline under this protocol's selection (cached)
     refs = evaluation.read_lines(reference_path(args, subset))
-    base = evaluation.read_lines(os.path.join(base_dir, "eval", subset + ".detok"))
-    hyps = evaluation.read_lines(os.path.join(run_dir, "eval", subset + ".detok"))
+    base = evaluation.read_lines(os.path.join(base_dir, "eval", f"{subset}.{select}.detok"))
+    hyps = evaluation.read_lines(os.path.join(run_dir, "eval", f"{subset}.{select}.detok"))
     import logging
 
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-test progress notes
     res = evaluation.paired_significance(refs, base, {"system": hyps}, "bs", args.bootstrap_samples, base_name)
     result = {"p_value": res["systems"][1]["p_value"], "same_output": res["systems"][1]["same_output"], "signature": res["signature"],
-              "baseline_bleu": res["systems"][0]["bleu"], "bleu": res["systems"][1]["bleu"]}
+              "baseline": base_name, "baseline_bleu": res["systems"][0]["bleu"], "bleu": res["systems"][1]["bleu"]}
     atomic_files.write_json(out, result)
     return result
 
@@ -229,10 +327,12 @@ def mean_sd(values):
     return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
-def summarize(systems, runs, subsets, baseline):
+def summarize(systems, runs, subsets, baseline, protocols=None, compared=None):
     """One row per system: parameters, words/s (and its ratio to the baseline's), BLEU mean and sd over seeds per
-    subset, and the bootstrap p-value of each seed against the baseline."""
+    subset, and the bootstrap p-value of each seed against the run it is compared with (``compared``: name ->
+    the baseline's name, None for the baselines; default: every other system against ``baseline``)."""
     rows = []
+    compared = compared or {s["name"]: None if s["name"] == baseline else baseline for s in systems}
     base_wps = mean_sd([r["train"]["words_per_s"] for r in runs if r["system"] == baseline])[0]
     for s in systems:
         mine = sorted((r for r in runs if r["system"] == s["name"]), key=lambda r: r["seed"])
@@ -241,13 +341,14 @@ def summarize(systems, runs, subsets, baseline):
         wps = mean_sd([r["train"]["words_per_s"] for r in mine])[0]
         row = {"system": s["name"], "arch": s["arch"], "flags": s["flags"], "seeds": [r["seed"] for r in mine],
                "params": mine[0]["train"]["params"], "updates": [r["train"]["updates"] for r in mine],
-               "words_per_s": wps, "words_per_s_ratio": wps / base_wps if base_wps else None, "subsets": {}}
+               "words_per_s": wps, "words_per_s_ratio": wps / base_wps if base_wps else None, "subsets": {},
+               "protocol": (protocols or {}).get(s["name"]), "compared_with": compared.get(s["name"])}
         for subset in subsets:
             bleu = [r["eval"][subset]["sacrebleu"]["score"] for r in mine if subset in r["eval"]]
             tok = [r["eval"][subset]["tokenized_bleu"]["score"] for r in mine if subset in r["eval"]]
             row["subsets"][subset] = {
                 "sacrebleu": bleu, "sacrebleu_mean_sd": mean_sd(bleu), "tokenized_bleu": tok, "tokenized_bleu_mean_sd": mean_sd(tok),
-                "p_values": [r["significance"].get(subset, {}).get("p_value") for r in mine] if s["name"] != baseline else None,
+                "p_values": [r["significance"].get(subset, {}).get("p_value") for r in mine] if row["compared_with"] else None,
                 "same_output": [bool(r["significance"].get(subset, {}).get("same_output")) for r in mine]}
         rows.append(row)
     return rows
@@ -264,9 +365,26 @@ def _fmt_p(p, same_output):
     return "-" if p is None else f"{p:.3f}{'*' if p < 0.05 else ''}"
 
 
+def protocol_text(row, baseline):
+    """The protocol cell: whose protocol, its stages, the tested checkpoint, what the p-values are against."""
+    p = row["protocol"]
+    select = {"last": "last checkpoint", "best": "best valid loss"}.get(p["select"]) or \
+        f"average of the last {p['select'][len('average'):]}"
+    who = "" if p["paper"] is None else recipe_settings.PAPERS[p["paper"]]["title"].split(" (")[0] + ": "
+    if row["system"].endswith(CONTINUED) and p["stages"] == 2:
+        stages = f"`{baseline}` continued as long as a second stage; "
+    elif p["stages"] == 2:
+        stages = f"2 stages, from `{baseline}`; "
+    else:
+        stages = ""
+    against = "" if row["compared_with"] in (None, baseline) else f"; p vs `{row['compared_with']}`"
+    return who + stages + select + against
+
+
 def markdown(rows, subsets, baseline):
-    head = "| system | params | train words/s (ratio) |"
-    rule = "|---|---:|---:|"
+    with_protocol = any(r.get("protocol") for r in rows)
+    head = "| system |" + (" protocol |" if with_protocol else "") + " params | train words/s (ratio) |"
+    rule = "|---|" + ("---|" if with_protocol else "") + "---:|---:|"
     for subset in subsets:
         head += f" {subset} sacreBLEU | {subset} tok. BLEU | {subset} p (per seed) |"
         rule += "---:|---:|---|"
@@ -276,7 +394,8 @@ def markdown(rows, subsets, baseline):
         name = f"`{r['system']}`" if r["system"] == r["arch"] and not r["flags"] else f"`{r['system']}` (`{what}`)"
         params = "-" if r["params"] is None else f"{r['params'] / 1e6:.2f}M"
         ratio = "" if r["words_per_s_ratio"] is None else f" ({r['words_per_s_ratio']:.2f})"
-        line = f"| {name} | {params} | {r['words_per_s']:.0f}{ratio} |"
+        line = f"| {name} |" + (f" {protocol_text(r, baseline)} |" if with_protocol else "") + \
+            f" {params} | {r['words_per_s']:.0f}{ratio} |"
         for subset in subsets:
             c = r["subsets"][subset]
             p = "baseline" if c["p_values"] is None else ", ".join(_fmt_p(v, same) for v, same in zip(
@@ -365,8 +484,13 @@ def get_parser():
                    help="Resamples of sacreBLEU's paired bootstrap (default: %(default)s).")
     p.add_argument("--fp16", action="store_true", help="Train and translate with --fp16 (CUDA).")
     p.add_argument("--cpu", action="store_true", help="Stay on CPU.")
-    p.add_argument("--save-interval-updates", type=int, default=100,
-                   help="Checkpoint every N updates: how much an interrupted run loses (default: %(default)s).")
+    p.add_argument("--protocol", choices=["papers", "same"], default="papers",
+                   help="papers: each system trained and its checkpoint chosen as its paper did (two stages for Dou "
+                        "et al.'s archs; checkpoint average or best validation loss); same: one stage and the last "
+                        "checkpoint for every system (default: %(default)s).")
+    p.add_argument("--save-interval-updates", type=int, default=None,
+                   help="Checkpoint and validate every N updates: the checkpoints the protocols average or choose "
+                        "from, and what an interrupted run loses (default: a 20th of --max-update, else 100).")
     p.add_argument("--log-interval", type=int, default=25,
                    help="Updates between fairseq-train's log lines, which give words/s (default: %(default)s).")
     p.add_argument("--train-args", default="", help="Further fairseq-train options for every system (one quoted string).")
@@ -425,6 +549,7 @@ def main(args):
     baseline = args.baseline or names[0]
     if baseline not in names:
         fail(f"fusion-compare: --baseline {baseline!r} is none of the systems {names}")
+    args.baseline = baseline
     systems.sort(key=lambda s: s["name"] != baseline)  # the baseline's run of a seed comes first
     if not os.path.isdir(args.data):
         fail(f"fusion-compare: {args.data}: no such binarized data directory")
@@ -436,6 +561,12 @@ def main(args):
             args.target_lang = json.load(f)["target_lang"]
     if len(set(args.seeds)) != len(args.seeds):
         fail(f"fusion-compare: --seeds must differ, got {args.seeds}")
+    systems = with_continued_baseline(args, systems, baseline)
+    if any(s.get("continues") for s in systems) and args.max_minutes:
+        fail("fusion-compare: --max-minutes with two-stage systems: the second stage needs a fixed budget; "
+             "use --max-update, or --protocol same")
+    args.protocols = {s["name"]: protocol_of(args, s) for s in systems}
+    compared = {s["name"]: compared_with(args, s, baseline) for s in systems}
     try:
         for subset in args.test_subsets:
             reference_path(args, subset)
@@ -445,10 +576,14 @@ def main(args):
             check_system(args, s)
     except (FileNotFoundError, ValueError) as e:
         fail(f"fusion-compare: {e}")
+    if args.max_update and args.max_update // save_interval(args) < keep_checkpoints(args):
+        fail(f"fusion-compare: the protocols average the last {keep_checkpoints(args)} checkpoints, but --max-update "
+             f"{args.max_update} with --save-interval-updates {save_interval(args)} saves "
+             f"{args.max_update // save_interval(args)}: lower --save-interval-updates, or use --protocol same")
     if args.dry_run:
         for s in systems:
             print("fairseq-train " + shlex.join(train_command(args, s, args.seeds[0], f"{args.work}/runs/{s['name']}/seed{args.seeds[0]}")))
-        print("fairseq-generate " + shlex.join(generate_command(args, f"{args.work}/runs/NAME/seedS", args.test_subsets[0])))
+        print("fairseq-generate " + shlex.join(generate_command(args, f"{args.work}/runs/NAME/seedS/CHECKPOINT", args.test_subsets[0])))
         return None
     os.makedirs(args.work, exist_ok=True)
     command = "fusion-compare " + shlex.join(sys.argv[1:])
@@ -458,32 +593,35 @@ def main(args):
         for s in systems:
             k += 1
             label = f"[{k}/{total}] {s['name']} seed {seed}"
+            select = args.protocols[s["name"]]["select"]
             try:
                 train = run_one(args, s, seed, label)
                 run_dir = os.path.join(args.work, "runs", s["name"], f"seed{seed}")
-                base_dir = os.path.join(args.work, "runs", baseline, f"seed{seed}")
-                ev = {subset: evaluate(args, run_dir, subset) for subset in args.test_subsets}
-                sig = {} if s["name"] == baseline else {
-                    subset: bootstrap(args, run_dir, base_dir, subset, baseline) for subset in args.test_subsets}
+                ev = {subset: evaluate(args, run_dir, subset, select) for subset in args.test_subsets}
+                against = compared[s["name"]]
+                sig = {} if against is None else {
+                    subset: bootstrap(args, run_dir, os.path.join(args.work, "runs", against, f"seed{seed}"), subset,
+                                      against, select) for subset in args.test_subsets}
             except (RuntimeError, ValueError, FileNotFoundError) as e:
                 fail(f"fusion-compare: {e}")
             runs.append({"system": s["name"], "seed": seed, "train": train, "eval": ev, "significance": sig})
             print(f"| {label}: {train['updates']} updates, {train['words_per_s']:.0f} words/s; " + ", ".join(
                 f"{sub} sacreBLEU {e['sacrebleu']['score']:.2f}" for sub, e in ev.items())
-                + f" ({(time.time() - started) / 60:.1f} min so far)", flush=True)
-            write_results(args, systems, runs, baseline, command, complete=k == total)
+                + f" ({select}; {(time.time() - started) / 60:.1f} min so far)", flush=True)
+            write_results(args, systems, runs, baseline, command, complete=k == total, compared=compared)
     return runs
 
 
-def write_results(args, systems, runs, baseline, command, complete):
-    rows = summarize(systems, runs, args.test_subsets, baseline)
+def write_results(args, systems, runs, baseline, command, complete, compared=None):
+    rows = summarize(systems, runs, args.test_subsets, baseline, args.protocols, compared)
     table = markdown(rows, args.test_subsets, baseline)
     signature = runs[0]["eval"][args.test_subsets[0]]["sacrebleu"]["signature"]
     budget = f"{args.max_update} updates" if args.max_update else f"{args.max_minutes:g} minutes of training"
+    budget += " a stage" if any(s.get("continues") for s in systems) else ""
     block = (f"{table}\n\n{'' if complete else '**Incomplete** (runs still to come). '}"
              f"{len(args.seeds)} seeds ({', '.join(map(str, args.seeds))}), {budget} each, size `{args.size}`, beam {args.beam}; "
              f"mean ± sd over seeds; p: sacreBLEU's paired bootstrap ({args.bootstrap_samples} samples) against "
-             f"`{baseline}` of the same seed (* p < 0.05; `same output`: translations identical to the baseline's, "
+             f"`{baseline}` of the same seed, tested with the same checkpoint selection (* p < 0.05; `same output`: translations identical to the baseline's, "
              f"not tested); words/s: median of fairseq's per-interval wps after the first "
              f"interval. sacreBLEU signature: `{signature}`.\n\n"
              f"{time.strftime('%Y-%m-%d')}, {machine()['platform']}, {machine()['cpus']} CPUs"
@@ -492,7 +630,7 @@ def write_results(args, systems, runs, baseline, command, complete):
     atomic_files.write_json(out + ".json", {
         "rows": rows, "runs": runs, "baseline": baseline, "command": command, "complete": complete,
         "machine": machine(), "date": time.strftime("%Y-%m-%d"), "settings": {
-            k: v for k, v in vars(args).items() if k not in ("readme", "dry_run")}})
+            k: v for k, v in vars(args).items() if k not in ("readme", "dry_run", "protocols")}})
     atomic_files.write_text(out + ".md", block + "\n")
     plot(rows, args.test_subsets, out + ".png", f"{os.path.basename(os.path.normpath(args.data))}: {budget}, "
          f"{len(args.seeds)} seeds, size {args.size}, beam {args.beam}")

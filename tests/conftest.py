@@ -8,6 +8,8 @@ import pytest
 import fairseq_fusion  # noqa: F401  (registers archs, allow-lists checkpoint classes)
 from fairseq_fusion_tools import data_paths
 
+import forked_cli
+
 REPO = data_paths.REPO_ROOT
 BIN = os.path.dirname(sys.executable)
 
@@ -29,14 +31,38 @@ def write_dicts(directory, vocab, langs=("src", "tgt")):
     return str(directory)
 
 
-def run_cli(cmd, cwd=None, env=None, check=True):
-    """Run a console script of this environment; on failure show its output."""
+def run_cli(cmd, cwd=None, env=None, check=True, fresh=False):
+    """Run a console script of this environment; on failure show its output. It runs in a fork of this process
+    (forked_cli: its own process without the 5 s of imports) unless ``fresh`` or the fork cannot run it the same;
+    FUSION_TEST_FRESH=1 runs every command in a new interpreter."""
     exe = os.path.join(BIN, cmd[0])
     full_env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
-    proc = subprocess.run([exe] + list(cmd[1:]), cwd=cwd, env=full_env, capture_output=True, text=True)
+    if not fresh and not os.environ.get("FUSION_TEST_FRESH") and forked_cli.fork_ok(cmd, cwd):
+        rc, out, err = forked_cli.run_forked(exe, cmd, cwd, full_env)
+        proc = subprocess.CompletedProcess([exe] + list(cmd[1:]), rc, out, err)
+    else:
+        proc = subprocess.run([exe] + list(cmd[1:]), cwd=cwd, env=full_env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
     return proc
+
+
+_ZYGOTE = []
+
+
+def shell_env(env):
+    """``env`` for a shell command (a documented command, a recipe): the console scripts it starts run as forks of a
+    server that has imported torch, fairseq and the plugin once (zygote.py); FUSION_TEST_FRESH=1: new interpreters."""
+    if os.environ.get("FUSION_TEST_FRESH"):
+        return env
+    if not _ZYGOTE:
+        import atexit
+
+        import zygote
+
+        _ZYGOTE.append(zygote.Zygote())
+        atexit.register(_ZYGOTE[0].close)
+    return _ZYGOTE[0].env(env)
 
 
 def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extra=()):

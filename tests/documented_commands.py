@@ -367,12 +367,12 @@ reg("for R in 0 1; do fairseq-train data-bin --user-dir $(fusion-user-dir) --arc
     sub=[("ARCH", "transformer_lexical_shortcuts_ff"), ("29500", "29561")],
     tiny=f"{TINY_TRAIN} --disable-validation --save-dir work/gloo", files=["work/gloo/checkpoint_last.pt"])
 
-COMPARE_DRY = "trains 8 systems x 2 seeds (hours): --dry-run parses and validates every system's commands"
+COMPARE_DRY = "trains 10 runs x 3 seeds (hours): --dry-run parses and validates every system's commands"
 reg("bash recipes/compare/multi30k.sh", "compare", tiny="--dry-run", local=COMPARE_DRY,
     out=r"shortcuts\+simplified\+surface")
 reg('SIZE=base UPDATES=100000 EXTRA="--fp16" bash recipes/compare/multi30k.sh', "compare", tiny="--dry-run",
     local="CUDA, 100k updates: --dry-run", out=r"--fp16")
-reg('DATA=../shared/data WORK=compare_work SEEDS="1 2" UPDATES=400 SIZE=small README=1 bash recipes/compare/multi30k.sh '
+reg('DATA=../shared/data WORK=compare_work SEEDS="1 2 3" UPDATES=400 SIZE=small README=1 bash recipes/compare/multi30k.sh '
     '[fusion-compare flags]', "compare", sub=[("[fusion-compare flags]", "--dry-run")], local=COMPARE_DRY,
     out=r"--max-update 400")
 reg("fusion-compare compare_work/data-bin --work compare_work --size small --max-update 400 --seeds 1 2 --test-subsets "

@@ -241,3 +241,21 @@ def test_markdown_tables_keep_their_columns():
     rows = [line for line in text.splitlines() if line.startswith("|")]
     assert any("iterative\\|hierarchical" in row for row in rows)
     assert {len(re.split(r"(?<!\\)\|", row)) for row in rows} == {8}  # 6 cells between 7 bars
+
+
+def test_recipes_read_the_presets_papers_without_importing_fairseq():
+    """recipe_settings.preset_sources (an ast reading of the presets' files, for recipes that must not spend seconds
+    importing fairseq to look up a paper) agrees with the catalog the imported presets fill, for every arch; and
+    `settings.py paper` does not import fairseq."""
+    import subprocess
+    import sys
+
+    from fairseq_fusion.models import catalog
+    from fairseq_fusion_tools import data_paths, recipe_settings
+
+    assert recipe_settings.preset_sources() == {a: e.source for a, e in catalog.CATALOG.items()}
+    code = ("import sys; sys.argv = ['settings.py', 'paper', '--task', 'wmt16_ro_en', '--arch', 'transformer_surface_fusion']; "
+            "from fairseq_fusion_tools import recipe_settings; recipe_settings.main(); print('fairseq' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=data_paths.REPO_ROOT).stdout.split()
+    assert out[0] == "PAPER=liu" and out[-1] == "False"

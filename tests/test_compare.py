@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fairseq_fusion_tools import compare
-from conftest import BIN, REPO, run_cli
+from conftest import BIN, REPO, run_cli, shell_env
 
 
 def test_system_specs():
@@ -65,10 +65,13 @@ def test_readme_block_goes_between_the_markers(tmp_path):
         compare.update_readme(str(readme), "| new |")
 
 
+SYSTEMS = ["--system", "transformer", "--system", "combo=transformer_simplified_decoder --lexical-shortcuts",
+           "--system", "transformer_hierarchical_aggregation"]
+
+
 def _compare(data, work, *extra, check=True):
-    return run_cli(["fusion-compare", data, "--work", work, "--size", "tiny", "--max-update", "4", "--seeds", "1", "2",
-                    "--system", "transformer", "--system", "combo=transformer_simplified_decoder --lexical-shortcuts",
-                    "--save-interval-updates", "2", "--log-interval", "1", "--bootstrap-samples", "200",
+    return run_cli(["fusion-compare", data, "--work", work, "--size", "tiny", "--max-update", "5", "--seeds", "1", "2",
+                    *SYSTEMS, "--save-interval-updates", "1", "--log-interval", "1", "--bootstrap-samples", "200",
                     "--test-subsets", "test", *extra], check=check)
 
 
@@ -87,20 +90,36 @@ def _sacrebleu_of_generate(path, ref):
     return sacrebleu.corpus_bleu(out, [open(ref, encoding="utf-8").read().splitlines()]).score
 
 
-def test_compare_end_to_end_resume_and_refusals(multi30k_slice, tmp_path):
+def _average_of(paths):
+    """The element-wise mean of the checkpoints' parameters, computed here."""
+    states = [torch.load(p, map_location="cpu", weights_only=False)["model"] for p in paths]
+    return {k: sum(s[k].double() for s in states) / len(states) for k in states[0]}
+
+
+def test_compare_end_to_end_protocols_resume_and_refusals(multi30k_slice, tmp_path):
+    """The papers' protocols: the transformer (Vaswani) and the hierarchical aggregation (Dou, second stage from
+    the transformer's checkpoint, tested against the transformer continued as long) by the average of their last
+    5 checkpoints, the simplified decoder (Yang) by its best validation loss; each tested against the baseline
+    with the same selection."""
     work = str(tmp_path / "work")
     readme = tmp_path / "README.md"
     readme.write_text("<!-- RESULTS TABLE -->\n<!-- /RESULTS TABLE -->\n")
     _compare(multi30k_slice, work, "--readme", str(readme))
     res = json.load(open(os.path.join(work, "results.json")))
-    assert res["complete"] and [r["system"] for r in res["rows"]] == ["transformer", "combo"]
+    hier, cont = "transformer_hierarchical_aggregation", "transformer+continued"
+    assert res["complete"] and [r["system"] for r in res["rows"]] == ["transformer", cont, "combo", hier]
+    rows = {r["system"]: r for r in res["rows"]}
+    assert [(rows[n]["protocol"]["paper"], rows[n]["protocol"]["stages"], rows[n]["protocol"]["select"], rows[n]["compared_with"])
+            for n in rows] == [("vaswani", 1, "average5", None), ("vaswani", 2, "average5", None),
+                               ("yang", 1, "best", "transformer"), ("dou", 2, "average5", cont)]
     assert os.path.getsize(os.path.join(work, "results.png")) > 0
     ref = os.path.join(multi30k_slice, "tok", "test.raw.de")
-    for row in res["rows"]:
+    for name, row in rows.items():
+        select = row["protocol"]["select"]
         scores = []
         for seed in (1, 2):
-            run_dir = os.path.join(work, "runs", row["system"], f"seed{seed}")
-            scores.append(_sacrebleu_of_generate(os.path.join(run_dir, "eval", "test.generate.txt"), ref))
+            run_dir = os.path.join(work, "runs", name, f"seed{seed}")
+            scores.append(_sacrebleu_of_generate(os.path.join(run_dir, "eval", f"test.{select}.generate.txt"), ref))
             # fairseq's parameter count = the unique parameters of the saved model
             state = torch.load(os.path.join(run_dir, "checkpoint_last.pt"), map_location="cpu", weights_only=False)["model"]
             unique = {t.data_ptr(): t.numel() for k, t in state.items() if not k.endswith("_float_tensor")
@@ -108,26 +127,46 @@ def test_compare_end_to_end_resume_and_refusals(multi30k_slice, tmp_path):
             assert row["params"] == sum(unique.values())
         assert row["subsets"]["test"]["sacrebleu"] == pytest.approx(scores, abs=1e-6)
         assert row["subsets"]["test"]["sacrebleu_mean_sd"] == pytest.approx([statistics.mean(scores), statistics.stdev(scores)])
-        assert row["updates"] == [4, 4]
-    assert res["rows"][0]["params"] != res["rows"][1]["params"]
-    # the bootstrap p-value of seed 1 is sacreBLEU's own (its command line, same samples and seed)
-    det = [os.path.join(work, "runs", n, "seed1", "eval", "test.detok") for n in ("transformer", "combo")]
-    out = subprocess.run([os.path.join(BIN, "sacrebleu"), ref, "-i", *det, "--paired-bs", "--paired-bs-n", "200",
-                          "-m", "bleu", "--format", "json"], capture_output=True, text=True, check=True).stdout
-    p_cli = json.loads(out)[1]["BLEU"]["p_value"]
-    assert open(det[0]).read() != open(det[1]).read()  # a real test (a copy of the baseline is reported as such)
-    assert res["rows"][1]["subsets"]["test"]["p_values"][0] == pytest.approx(p_cli)
-    assert "| `combo` (`transformer_simplified_decoder --lexical-shortcuts`) |" in readme.read_text()
+        assert row["updates"] == [5, 5]  # per stage
+    # the tested average is the mean of the last 5 interval checkpoints, computed here
+    run_dir = os.path.join(work, "runs", hier, "seed1")
+    kept = sorted(n for n in os.listdir(run_dir) if re.fullmatch(r"checkpoint_\d+_\d+\.pt", n))
+    assert [int(n.split("_")[2][:-3]) for n in kept] == [1, 2, 3, 4, 5]
+    mine = torch.load(os.path.join(run_dir, "eval", "average5.pt"), map_location="cpu", weights_only=False)["model"]
+    for k, v in _average_of([os.path.join(run_dir, n) for n in kept]).items():
+        assert torch.allclose(mine[k].double(), v, atol=1e-6), k
+    # second stages: Dou's arch from the baseline's last checkpoint, the baseline continued from the same one
+    first = os.path.join(work, "runs", "transformer", "seed1", "checkpoint_last.pt")
+    hier_cmd = json.load(open(os.path.join(run_dir, "command.json")))
+    assert hier_cmd[hier_cmd.index("--init-from-vanilla") + 1] == first
+    assert "--init-from-vanilla " + first + ": loaded" in open(os.path.join(run_dir, "train.log")).read()
+    cont_cmd = json.load(open(os.path.join(work, "runs", cont, "seed1", "command.json")))
+    assert cont_cmd[cont_cmd.index("--finetune-from-model") + 1] == first
+    cont_log = open(os.path.join(work, "runs", cont, "seed1", "train.log")).read()
+    first_loss = {n: float(json.loads(re.search(r"\| train_inner \| (\{.*\})", open(os.path.join(
+        work, "runs", n, "seed1", "train.log")).read()).group(1))["loss"]) for n in ("transformer", cont)}
+    assert first_loss[cont] < first_loss["transformer"] - 0.1  # it starts from the trained weights
+    assert [int(json.loads(m)["num_updates"]) for m in re.findall(r"\| train_inner \| (\{.*\})", cont_log)] == [1, 2, 3, 4, 5]
+    # each bootstrap against its baseline under the same selection is sacreBLEU's own (its command line)
+    for name, against, select in (("combo", "transformer", "best"), (hier, cont, "average5")):
+        det = [os.path.join(work, "runs", n, "seed1", "eval", f"test.{select}.detok") for n in (against, name)]
+        out = subprocess.run([os.path.join(BIN, "sacrebleu"), ref, "-i", *det, "--paired-bs", "--paired-bs-n", "200",
+                              "-m", "bleu", "--format", "json"], capture_output=True, text=True, check=True).stdout
+        assert open(det[0]).read() != open(det[1]).read()  # a real test (a copy of the baseline is reported as such)
+        assert rows[name]["subsets"]["test"]["p_values"][0] == pytest.approx(json.loads(out)[1]["BLEU"]["p_value"])
+    table = readme.read_text()
+    assert "| `combo` (`transformer_simplified_decoder --lexical-shortcuts`) | Yang et al. 2020: best valid loss |" in table
+    assert (f"| `{hier}` | Dou et al. 2018: 2 stages, from `transformer`; average of the last 5; p vs `{cont}` |") in table
 
     # a second call redoes nothing
     logs = {p: os.path.getsize(p) for p in (os.path.join(work, "runs", n, s, "train.log")
-                                            for n in ("transformer", "combo") for s in ("seed1", "seed2"))}
-    gen = os.path.join(work, "runs", "combo", "seed2", "eval", "test.generate.txt")
+                                            for n in rows for s in ("seed1", "seed2"))}
+    gen = os.path.join(work, "runs", "combo", "seed2", "eval", "test.best.generate.txt")
     mtime = os.path.getmtime(gen)
     assert "trained before, reused" in _compare(multi30k_slice, work).stdout
     assert {p: os.path.getsize(p) for p in logs} == logs and os.path.getmtime(gen) == mtime
 
-    # an interrupted run (checkpoint at update 2, no train.json) continues from its checkpoint to update 4
+    # an interrupted run (checkpoint at update 2, no train.json) continues from its checkpoint to update 5
     run_dir = os.path.join(work, "runs", "combo", "seed2")
     cmd = [a if a != "USER_DIR" else os.path.join(REPO, "fairseq_fusion") for a in json.load(open(os.path.join(run_dir, "command.json")))]
     for name in os.listdir(run_dir):
@@ -139,15 +178,22 @@ def test_compare_end_to_end_resume_and_refusals(multi30k_slice, tmp_path):
     log = open(os.path.join(run_dir, "train.log")).read()
     assert re.search(r"[Ll]oaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 2 updates\)", log)
     updates = [int(json.loads(m)["num_updates"]) for m in re.findall(r"\| train_inner \| (\{.*\})", log)]
-    assert updates == [3, 4]
-    assert json.load(open(os.path.join(run_dir, "train.json")))["updates"] == 4
+    assert updates == [3, 4, 5]
+    assert json.load(open(os.path.join(run_dir, "train.json")))["updates"] == 5
 
-    # another command in the same place is refused, naming the folder; a bad flag fails before any training
+    # another command in the same place is refused, naming the folder; a bad flag, or too few checkpoints to
+    # average, fail before any training
     proc = _compare(multi30k_slice, work, "--train-args", "--dropout 0.3", check=False)
     assert proc.returncode != 0 and "was trained with another command" in proc.stderr and "seed1" in proc.stderr
     proc = run_cli(["fusion-compare", multi30k_slice, "--work", str(tmp_path / "w2"), "--size", "tiny", "--max-update", "2",
                     "--system", "transformer", "--system", "x=fusion_transformer --surface-fusion-lambda 0.5"], check=False)
     assert proc.returncode != 0 and "--surface-fusion" in proc.stderr and not os.path.exists(tmp_path / "w2" / "runs")
+    proc = run_cli(["fusion-compare", multi30k_slice, "--work", str(tmp_path / "w3"), "--size", "tiny", "--max-update", "4",
+                    "--save-interval-updates", "1", "--system", "transformer"], check=False)
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == (
+        "fairseq-fusion: error: fusion-compare: the protocols average the last 5 checkpoints, but --max-update 4 with "
+        "--save-interval-updates 1 saves 4: lower --save-interval-updates, or use --protocol same")
+    assert not os.path.exists(tmp_path / "w3")
 
 
 def test_recipe_systems_are_valid(multi30k_slice, tmp_path):
@@ -156,10 +202,12 @@ def test_recipe_systems_are_valid(multi30k_slice, tmp_path):
     work.mkdir()
     os.symlink(multi30k_slice, work / "data-bin")
     (work / "data-bin" / ".done").touch()
-    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], WORK=str(work))
+    env = shell_env(dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], WORK=str(work)))
     script = os.path.join(REPO, "recipes", "compare", "multi30k.sh")
     assert "fusion-compare" in subprocess.run(["bash", script, "--help"], capture_output=True, text=True, check=True).stdout
     proc = subprocess.run(["bash", script, "--dry-run", "--test-subsets", "test"], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     trains = [line for line in proc.stdout.splitlines() if line.startswith("fairseq-train ")]
-    assert len(trains) == 8 and "--lexical-shortcuts" in trains[-1] and "--surface-fusion hard" in trains[-1]
+    assert len(trains) == 10 and "--lexical-shortcuts" in trains[-1] and "--surface-fusion hard" in trains[-1]
+    second = {line.split("--arch ")[1].split()[0]: line for line in trains if "--init-from-vanilla" in line or "--finetune-from-model" in line}
+    assert sorted(second) == ["transformer", "transformer_hierarchical_aggregation"]  # the continued baseline, Dou's

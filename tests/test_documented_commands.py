@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import BIN, REPO, train_args, write_dicts
+from conftest import BIN, REPO, shell_env, train_args, write_dicts
 import documented_commands as dc
 from fairseq_fusion_tools import data_paths
 
@@ -280,7 +280,7 @@ def environment(repo, entry, extra_path=()):
         env.pop(name, None)
     env["PATH"] = os.pathsep.join([*extra_path, BIN, env.get("PATH", "")])
     env.update(entry.env)
-    return env
+    return env if extra_path else shell_env(env)  # stubs stand in for the commands themselves
 
 
 def bash(cmd, cwd, env, stdin=None):

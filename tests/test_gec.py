@@ -11,7 +11,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, shell_env
 
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion_tools.analysis import m2 as M2
@@ -336,7 +336,7 @@ def test_gec_recipe_end_to_end(tmp_path):
 
     def recipe(step, *args, check=True):
         proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "conll14_gec", f"{step}.sh"), *args],
-                              capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1", **env))
+                              capture_output=True, text=True, env=shell_env(dict(os.environ, OMP_NUM_THREADS="1", **env)))
         assert not check or proc.returncode == 0, f"{step}.sh {args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         return proc
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, shell_env
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from omegaconf import OmegaConf, open_dict
 
@@ -174,8 +174,8 @@ def test_shipped_config_trains_from_another_directory(multi30k_slice, tmp_path):
                f'task.data={os.path.relpath(multi30k_slice, str(where))} common.user_dir=$(fusion-user-dir) '
                + " ".join(tiny_run_overrides()))
     proc = subprocess.run(["bash", "-c", command], cwd=str(where), capture_output=True, text=True,
-                          env=dict(os.environ, REPO=REPO, OMP_NUM_THREADS="1",
-                                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]))
+                          env=shell_env(dict(os.environ, REPO=REPO, OMP_NUM_THREADS="1",
+                                             PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])))
     assert proc.returncode == 0, proc.stderr[-3000:]
     ckpt = load_checkpoint(str(where / "checkpoints" / "checkpoint_last.pt"))
     assert ckpt["optimizer_history"][-1]["num_updates"] == 2

@@ -256,7 +256,7 @@ def test_swap_restores_the_old_folder_when_the_new_one_cannot_take_its_place(tmp
 def test_add_test_interrupted_leaves_the_folder_as_it_was(prepared_copy, monkeypatch):
     """--add-test stopped by Ctrl-C during binarization, or while moving its files into place, adds
     nothing: the folder is byte-identical and nothing is staged in it."""
-    import subprocess
+    from fairseq_cli import preprocess
 
     from fairseq_fusion_tools.cli import prepare_text
 
@@ -264,13 +264,13 @@ def test_add_test_interrupted_leaves_the_folder_as_it_was(prepared_copy, monkeyp
     argv = ["-s", "en", "-t", "de", "--destdir", prepared_copy, "--max-lines", "30", "--workers", "1",
             "--add-test", os.path.join(src, "test_2017_flickr")]
     before = tree(prepared_copy)
-    real_run = subprocess.run
-    monkeypatch.setattr(prepare_text.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    real_main = preprocess.main
+    monkeypatch.setattr(preprocess, "main", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         prepare_in_process(argv)
     assert tree(prepared_copy) == before
 
-    monkeypatch.setattr(prepare_text.subprocess, "run", real_run)
+    monkeypatch.setattr(preprocess, "main", real_main)
     real_rename, moved = os.rename, []
 
     def rename_then_stop(a, b):  # Ctrl-C after two files of the new split are in place

@@ -9,7 +9,7 @@ import sys
 import pytest
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from conftest import write_dicts
+from conftest import shell_env, write_dicts
 
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion import fusion_options
@@ -191,7 +191,7 @@ def test_data_per_paper():
 
 def run_recipe(task, step, *args, env=None, check=True):
     proc = subprocess.run(["bash", os.path.join(REPO, "recipes", task, f"{step}.sh"), *args], capture_output=True, text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})))
+                          env=shell_env(dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))))
     if check and proc.returncode != 0:
         raise AssertionError(f"{task}/{step}.sh {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc

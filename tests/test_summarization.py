@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, shell_env
 
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion_tools.analysis.rouge import rouge_scores
@@ -115,7 +115,7 @@ def test_summarization_recipe_end_to_end(tmp_path):
 
     def recipe(step, *args):
         proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "cnndm_summarization", f"{step}.sh"), *args],
-                              capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1", **env))
+                              capture_output=True, text=True, env=shell_env(dict(os.environ, OMP_NUM_THREADS="1", **env)))
         assert proc.returncode == 0, f"{step}.sh {args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         return proc
 

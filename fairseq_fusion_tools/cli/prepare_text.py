@@ -23,8 +23,8 @@ import json
 import argparse
 import gzip
 import os
+import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from .. import data_paths
 from fairseq_fusion.errors import fail
-from ._tools import console_script, description_of
+from ._tools import description_of
 from fairseq_fusion.encoders.text_pipeline import (  # noqa: F401  (TextPipeline: the same processing for new text)
     CJK_LANGS, TextPipeline, chinese_segmenter, codes_path, punctuation_normalizer,
 )
@@ -309,11 +309,10 @@ def _add_test_sets(args, manifest, staging):
             apply_bpe(codes_path(args.destdir, lang), os.path.join(tok_dir, f"{name}.{lang}"),
                       os.path.join(tok_dir, f"{name}.bpe.{lang}"), manifest.get("bpe_tool", "subword-nmt"), vocab, threshold)
         with tempfile.TemporaryDirectory(dir=staging) as tmp:
-            cmd = [console_script("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
-                   "--testpref", os.path.join(tok_dir, f"{name}.bpe"), "--destdir", tmp, "--workers", str(args.workers),
-                   "--srcdict", os.path.join(args.destdir, f"dict.{src}.txt"), "--tgtdict", os.path.join(args.destdir, f"dict.{tgt}.txt")]
-            print("| " + " ".join(cmd), flush=True)
-            subprocess.run(cmd, check=True)
+            run_preprocess(["--source-lang", src, "--target-lang", tgt,
+                            "--testpref", os.path.join(tok_dir, f"{name}.bpe"), "--destdir", tmp, "--workers", str(args.workers),
+                            "--srcdict", os.path.join(args.destdir, f"dict.{src}.txt"),
+                            "--tgtdict", os.path.join(args.destdir, f"dict.{tgt}.txt")])
             for f in os.listdir(tmp):
                 if f.startswith("test."):
                     os.replace(os.path.join(tmp, f), os.path.join(staging, name + f[len("test"):]))
@@ -472,15 +471,24 @@ def prepare(args):
              [os.path.join(tok_dir, f"{s}.bpe") for s, _ in splits if s.startswith("test")])
 
 
+def run_preprocess(argv):
+    """fairseq-preprocess ``argv``, in this process (fairseq is imported already: a new interpreter would spend
+    seconds importing it again); the command is printed as a user would type it."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    print("| fairseq-preprocess " + shlex.join(argv), flush=True)
+    preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+
+
 def binarize(args, train, valid, tests, extra=()):
-    cmd = [
-        console_script("fairseq-preprocess"), "--source-lang", args.source_lang, "--target-lang", args.target_lang,
+    argv = [
+        "--source-lang", args.source_lang, "--target-lang", args.target_lang,
         "--trainpref", train, "--validpref", valid, "--destdir", args.destdir, "--workers", str(args.workers),
     ] + ([] if args.separate_dictionaries else ["--joined-dictionary"]) + list(extra)
     if tests:
-        cmd += ["--testpref", ",".join(tests)]
-    print("| " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+        argv += ["--testpref", ",".join(tests)]
+    run_preprocess(argv)
 
 
 def binarize_preprocessed(args):

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # One results table of the five papers' methods on Multi30k En-De (test_2016_flickr = test, test_2017_flickr = test1):
-# fairseq's transformer, fusion_transformer, one headline arch per paper and one combination of three papers'
-# techniques, each with the same settings, seeds and number of updates (fusion-compare; resumable: run it again
-# after an interruption). The README's table is this script's output on the CPU machine (SIZE=small, make demo's
-# model). On a GPU, the same command at a bigger size:
+# fairseq's transformer, fusion_transformer, one headline arch per paper, Liu et al.'s coarse layer attention and one
+# combination of three papers' techniques, each with the same settings, seeds and updates a stage, under its paper's
+# protocol (Dou et al.: a second stage from the transformer, beside the transformer continued as long; the papers'
+# checkpoint average or best validation loss) (fusion-compare; resumable: run it again after an interruption).
+# The README's table is this script's output on the CPU machine (SIZE=small, make demo's model). On a GPU, the same
+# command at a bigger size:
 #   SIZE=base UPDATES=100000 EXTRA="--fp16" bash recipes/compare/multi30k.sh
-#   DATA=../shared/data WORK=compare_work SEEDS="1 2" UPDATES=400 SIZE=small README=1 bash recipes/compare/multi30k.sh [fusion-compare flags]
+#   DATA=../shared/data WORK=compare_work SEEDS="1 2 3" UPDATES=400 SIZE=small README=1 bash recipes/compare/multi30k.sh [fusion-compare flags]
 set -euo pipefail
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
   echo "recipes/compare/multi30k.sh: the README's results table (fusion-compare on Multi30k En-De)"
-  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
   echo "Any further argument is a fusion-compare flag (fusion-compare --help), e.g. --dry-run."
   exit 0
 fi
@@ -17,7 +19,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 DATA=${DATA:-../shared/data}
 WORK=${WORK:-compare_work}
-SEEDS=${SEEDS:-1 2}
+SEEDS=${SEEDS:-1 2 3}
 UPDATES=${UPDATES:-400}
 SIZE=${SIZE:-small}
 BIN=$WORK/data-bin
@@ -36,5 +38,6 @@ fusion-compare "$BIN" --work "$WORK" --size "$SIZE" --max-update "$UPDATES" --se
   --system transformer_phrase \
   --system transformer_simplified_decoder \
   --system transformer_surface_fusion \
+  --system transformer_coarse_layer_attention \
   --system "shortcuts+simplified+surface=transformer_simplified_decoder --lexical-shortcuts --lexical-shortcuts-feature-fusion --surface-fusion hard --surface-fusion-lambda 0.9 --surface-fusion-tau 1 --surface-fusion-detach --surface-fusion-embed-dropout" \
   ${README:+--readme README.md} ${EXTRA:+$EXTRA} "$@"

@@ -1,0 +1,161 @@
+"""Run a console script of this environment in a forked copy of the test process.
+
+A new interpreter spends about 5 s importing torch, fairseq and the plugin before a command does anything; the test
+process has imported them already. A fork gives the command its own process as a user's shell would (its own argv,
+working directory, environment, file descriptors 1 and 2, exit status, atexit handlers) without that cost. What a
+fork cannot give, a fresh interpreter does (``run_cli(..., fresh=True)`` and ``fork_ok``): a ``--user-dir`` other
+than the imported plugin's folder, and commands that are not Python console scripts of this environment.
+"""
+import atexit
+import io
+import logging
+import os
+import sys
+import threading
+from importlib import metadata
+
+import fairseq_fusion
+
+PLUGIN_PATHS = {os.path.abspath(p) for p in fairseq_fusion.__path__}
+
+
+def entry_point(name):
+    found = [ep for ep in metadata.entry_points(group="console_scripts") if ep.name == name]
+    return found[0] if found else None
+
+
+def fork_ok(cmd, cwd):
+    """Whether ``cmd`` runs the same in a fork: a console script of this environment whose --user-dir, if any, is
+    the plugin this process imported (fairseq refuses a second folder of the same name)."""
+    if not hasattr(os, "fork") or entry_point(cmd[0]) is None:
+        return False
+    base = cwd or os.getcwd()
+    for i, a in enumerate(cmd):
+        value = None
+        if a == "--user-dir" and i + 1 < len(cmd):
+            value = cmd[i + 1]
+        elif a.startswith(("--user-dir=", "common.user_dir=")):
+            value = a.split("=", 1)[1]
+        if value is not None and os.path.realpath(os.path.join(base, value)) not in {os.path.realpath(p) for p in PLUGIN_PATHS}:
+            return False
+    return True
+
+
+def _drain(fd, chunks):
+    with os.fdopen(fd, "rb") as f:
+        chunks.append(f.read())
+
+
+def _fresh_logging_and_warnings(env):
+    """Logging and warnings as a new interpreter has them: no root handlers (the test's capture handlers go),
+    fairseq_cli re-imported so its logging.basicConfig binds the command's stdout, Python's default warning
+    filters and a showwarning that prints to stderr (the test's recording one goes)."""
+    import warnings
+
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.setLevel(logging.WARNING)
+    logging.disable(logging.NOTSET)
+    for name in [n for n in sys.modules if n == "fairseq_cli" or n.startswith("fairseq_cli.")]:
+        del sys.modules[name]
+    warnings.resetwarnings()
+    for action, category, module in (("ignore", ResourceWarning, ""), ("ignore", ImportWarning, ""),
+                                     ("ignore", PendingDeprecationWarning, ""), ("ignore", DeprecationWarning, ""),
+                                     ("default", DeprecationWarning, "__main__")):
+        warnings.filterwarnings(action, category=category, module=module)
+    if env.get("PYTHONWARNINGS"):
+        warnings._processoptions(env["PYTHONWARNINGS"].split(","))
+    warnings.showwarning = warnings._showwarning_orig
+    warnings._showwarnmsg_impl = lambda msg: sys.stderr.write(warnings._formatwarnmsg(msg))
+
+
+def _same_plugin_folder_is_imported():
+    """--user-dir (or hydra's common.user_dir) naming the imported plugin's folder by another path (a link, a
+    relative path from elsewhere) is the plugin already imported, as it would be in a new process; fairseq compares
+    the spelling of the path and would refuse it."""
+    from fairseq import utils
+
+    original = getattr(utils.import_user_module, "__wrapped__", utils.import_user_module)
+
+    def import_user_module(args):
+        user_dir = getattr(args, "user_dir", None)
+        if user_dir is not None and os.path.realpath(os.path.abspath(user_dir)) in {os.path.realpath(p) for p in PLUGIN_PATHS}:
+            return None
+        return original(args)
+
+    import_user_module.__wrapped__ = original
+    utils.import_user_module = import_user_module
+
+
+def _child(exe, cmd, cwd, env, out_w, err_w, in_fd=None):
+    """In the forked process: become the command, run it, exit with its status. Never returns."""
+    code = 1
+    try:
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.dup2(os.open(os.devnull, os.O_RDONLY) if in_fd is None else in_fd, 0)
+        _same_plugin_folder_is_imported()
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+        sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+        _fresh_logging_and_warnings(env)
+        atexit._clear()  # the test process's handlers are not the command's
+        os.chdir(cwd or os.getcwd())
+        os.environ.clear()
+        os.environ.update(env)
+        import torch
+        torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1") or 1))
+        sys.argv = [exe] + list(cmd[1:])
+        main = entry_point(cmd[0]).load()
+        try:
+            result = main()
+            code = 0 if result is None else result
+        except SystemExit as e:
+            code = e.code
+        except BaseException:  # what the interpreter does with an uncaught exception
+            sys.excepthook(*sys.exc_info())
+            code = 1
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+        atexit._run_exitfuncs()
+    except BaseException:  # the runner itself failed: say so on the command's stderr
+        try:
+            import traceback
+            traceback.print_exc()
+        except BaseException:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code if isinstance(code, int) else 1)
+
+
+def run_forked(exe, cmd, cwd, env, stdin=None):
+    """(returncode, stdout, stderr) of ``cmd`` run in a fork of this process."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(out_r)
+        os.close(err_r)
+        _child(exe, cmd, cwd, env, out_w, err_w)
+    os.close(out_w)
+    os.close(err_w)
+    out, err = [], []
+    readers = [threading.Thread(target=_drain, args=(out_r, out)), threading.Thread(target=_drain, args=(err_r, err))]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join()
+    _, status = os.waitpid(pid, 0)
+    rc = os.waitstatus_to_exitcode(status)
+    return rc, out[0].decode("utf-8", "replace"), err[0].decode("utf-8", "replace")

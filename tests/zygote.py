@@ -1,0 +1,132 @@
+"""Console scripts started by shell commands (documented commands, recipes) without 5 s of imports each.
+
+A server process, forked from the test process once its imports are done, listens on a UNIX socket. ``shims()``
+writes, for every console script of this environment, a small executable of that name that sends its argv, working
+directory, environment and standard file descriptors to the server, which forks a copy that becomes the command
+(forked_cli: its own process, argv, cwd, environment, fds 0-2, exit status, atexit handlers, fresh logging and
+warnings). The shim waits for the command's exit status, exits with it, and passes SIGINT/SIGTERM/SIGHUP on. Put
+the shims' folder first on PATH (and ``PYTHON`` for the recipes, which call the scripts beside it). A command the
+fork cannot run the same (a --user-dir of another plugin folder) is executed by the shim from the environment.
+FUSION_TEST_FRESH=1 turns the shims off: every command starts a new interpreter.
+"""
+import array
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import tempfile
+
+import forked_cli
+
+SHIM = """#!{python} -SE
+import array, json, os, signal, socket, struct, sys
+NAME, REAL = {name!r}, {real!r}
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    sock.connect({socket_path!r})
+except OSError:
+    os.execv(REAL, [REAL] + sys.argv[1:])
+body = json.dumps({{"name": NAME, "argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+sock.sendmsg([struct.pack("!I", len(body)) + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+f = sock.makefile("r")
+first = f.readline().split()
+if not first or first[0] == "fresh":
+    os.execv(REAL, [REAL] + sys.argv[1:])
+pid = int(first[1])
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, lambda s, _f: os.kill(pid, s))
+line = f.readline()
+os._exit(int(line) if line.strip() else 1)
+"""
+
+
+def _recv(conn):
+    fds = array.array("i")
+    msg, anc, _, _ = conn.recvmsg(4, socket.CMSG_LEN(3 * fds.itemsize))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    (size,) = struct.unpack("!I", msg)
+    body = b""
+    while len(body) < size:
+        body += conn.recv(size - len(body))
+    return json.loads(body), list(fds)
+
+
+def _serve(listener):
+    """The server: for each request a child that runs the command in a grandchild and reports its status."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the children are reaped by the kernel
+    while True:
+        conn, _ = listener.accept()
+        if os.fork() == 0:
+            listener.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            try:
+                req, fds = _recv(conn)
+                argv = req["argv"]
+                cmd = [req["name"]] + argv[1:]
+                if len(fds) != 3 or not forked_cli.fork_ok(cmd, req["cwd"]):
+                    conn.sendall(b"fresh\n")
+                    os._exit(0)
+                pid = os.fork()
+                if pid == 0:
+                    conn.close()
+                    forked_cli._child(argv[0], cmd, req["cwd"], req["env"], fds[1], fds[2], in_fd=fds[0])
+                for fd in fds:
+                    os.close(fd)
+                conn.sendall(f"pid {pid}\n".encode())
+                _, status = os.waitpid(pid, 0)
+                code = os.waitstatus_to_exitcode(status)
+                conn.sendall(f"{code if code >= 0 else 128 - code}\n".encode())
+            finally:
+                os._exit(0)
+        conn.close()
+
+
+class Zygote:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="fusion-zygote-")
+        self.socket_path = os.path.join(self.dir, "server.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.socket_path)
+        listener.listen(64)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                _serve(listener)
+            finally:
+                os._exit(0)
+        listener.close()
+        self.bin = os.path.join(self.dir, "bin")
+        os.makedirs(self.bin)
+        real_bin = os.path.dirname(sys.executable)
+        from importlib import metadata
+
+        for ep in metadata.entry_points(group="console_scripts"):
+            real = os.path.join(real_bin, ep.name)
+            if os.path.exists(real):
+                self._write(ep.name, SHIM.format(python=sys.executable, name=ep.name, real=real, socket_path=self.socket_path))
+        self._write("python", f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+
+    def _write(self, name, text):
+        path = os.path.join(self.bin, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+
+    def env(self, env):
+        """``env`` with the shims first on PATH and as the recipes' PYTHON (unless FUSION_TEST_FRESH is set)."""
+        if os.environ.get("FUSION_TEST_FRESH"):
+            return env
+        return dict(env, PATH=self.bin + os.pathsep + env.get("PATH", ""), PYTHON=os.path.join(self.bin, "python"))
+
+    def close(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
