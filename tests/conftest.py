@@ -38,6 +38,7 @@ def run_cli(cmd, cwd=None, env=None, check=True, fresh=False):
     exe = os.path.join(BIN, cmd[0])
     full_env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
     if not fresh and not os.environ.get("FUSION_TEST_FRESH") and forked_cli.fork_ok(cmd, cwd):
+        full_env = shell_env(full_env)  # the commands it starts in turn are forks too
         rc, out, err = forked_cli.run_forked(exe, cmd, cwd, full_env)
         proc = subprocess.CompletedProcess([exe] + list(cmd[1:]), rc, out, err)
     else:

@@ -108,6 +108,8 @@ def _child(exe, cmd, cwd, env, out_w, err_w, in_fd=None):
         import torch
         torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1") or 1))
         sys.argv = [exe] + list(cmd[1:])
+        if env.get("FUSION_TEST_PYTHON"):  # zygote.py's shims: the console scripts beside "this Python"
+            sys.executable = env["FUSION_TEST_PYTHON"]
         main = entry_point(cmd[0]).load()
         try:
             result = main()

@@ -69,6 +69,28 @@ SYSTEMS = ["--system", "transformer", "--system", "combo=transformer_simplified_
            "--system", "transformer_hierarchical_aggregation"]
 
 
+@pytest.fixture(scope="module")
+def slice_small_test(multi30k_slice, tmp_path_factory):
+    """The Multi30k slice with its first 100 test sentences as the test set (a translation of the whole test set by
+    an untrained model costs 20 s, and the test translates it a dozen times)."""
+    dest = tmp_path_factory.mktemp("slice_small_test")
+    for name in os.listdir(multi30k_slice):
+        if not name.startswith("test.") and name != "tok":
+            os.symlink(os.path.join(multi30k_slice, name), dest / name)
+    (dest / "tok").mkdir()
+    for name in ("test.raw.de", "test.bpe.en", "test.bpe.de"):
+        lines = open(os.path.join(multi30k_slice, "tok", name), encoding="utf-8").read().splitlines()[:100]
+        (dest / "tok" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    staged = tmp_path_factory.mktemp("staged")
+    run_cli(["fairseq-preprocess", "-s", "en", "-t", "de", "--testpref", str(dest / "tok" / "test.bpe"),
+             "--destdir", str(staged), "--srcdict", os.path.join(multi30k_slice, "dict.en.txt"),
+             "--tgtdict", os.path.join(multi30k_slice, "dict.de.txt"), "--workers", "1"])
+    for name in os.listdir(staged):
+        if name.startswith("test."):
+            os.rename(staged / name, dest / name)
+    return str(dest)
+
+
 def _compare(data, work, *extra, check=True):
     return run_cli(["fusion-compare", data, "--work", work, "--size", "tiny", "--max-update", "5", "--seeds", "1", "2",
                     *SYSTEMS, "--save-interval-updates", "1", "--log-interval", "1", "--bootstrap-samples", "200",
@@ -96,7 +118,7 @@ def _average_of(paths):
     return {k: sum(s[k].double() for s in states) / len(states) for k in states[0]}
 
 
-def test_compare_end_to_end_protocols_resume_and_refusals(multi30k_slice, tmp_path):
+def test_compare_end_to_end_protocols_resume_and_refusals(slice_small_test, tmp_path):
     """The papers' protocols: the transformer (Vaswani) and the hierarchical aggregation (Dou, second stage from
     the transformer's checkpoint, tested against the transformer continued as long) by the average of their last
     5 checkpoints, the simplified decoder (Yang) by its best validation loss; each tested against the baseline
@@ -104,7 +126,7 @@ def test_compare_end_to_end_protocols_resume_and_refusals(multi30k_slice, tmp_pa
     work = str(tmp_path / "work")
     readme = tmp_path / "README.md"
     readme.write_text("<!-- RESULTS TABLE -->\n<!-- /RESULTS TABLE -->\n")
-    _compare(multi30k_slice, work, "--readme", str(readme))
+    _compare(slice_small_test, work, "--readme", str(readme))
     res = json.load(open(os.path.join(work, "results.json")))
     hier, cont = "transformer_hierarchical_aggregation", "transformer+continued"
     assert res["complete"] and [r["system"] for r in res["rows"]] == ["transformer", cont, "combo", hier]
@@ -113,7 +135,7 @@ def test_compare_end_to_end_protocols_resume_and_refusals(multi30k_slice, tmp_pa
             for n in rows] == [("vaswani", 1, "average5", None), ("vaswani", 2, "average5", None),
                                ("yang", 1, "best", "transformer"), ("dou", 2, "average5", cont)]
     assert os.path.getsize(os.path.join(work, "results.png")) > 0
-    ref = os.path.join(multi30k_slice, "tok", "test.raw.de")
+    ref = os.path.join(slice_small_test, "tok", "test.raw.de")
     for name, row in rows.items():
         select = row["protocol"]["select"]
         scores = []
@@ -163,7 +185,7 @@ def test_compare_end_to_end_protocols_resume_and_refusals(multi30k_slice, tmp_pa
                                             for n in rows for s in ("seed1", "seed2"))}
     gen = os.path.join(work, "runs", "combo", "seed2", "eval", "test.best.generate.txt")
     mtime = os.path.getmtime(gen)
-    assert "trained before, reused" in _compare(multi30k_slice, work).stdout
+    assert "trained before, reused" in _compare(slice_small_test, work).stdout
     assert {p: os.path.getsize(p) for p in logs} == logs and os.path.getmtime(gen) == mtime
 
     # an interrupted run (checkpoint at update 2, no train.json) continues from its checkpoint to update 5
@@ -174,7 +196,7 @@ def test_compare_end_to_end_protocols_resume_and_refusals(multi30k_slice, tmp_pa
             subprocess.run(["rm", "-rf", os.path.join(run_dir, name)], check=True)
     run_cli(["fairseq-train", *cmd, "--max-update", "2"])
     assert os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
-    _compare(multi30k_slice, work)
+    _compare(slice_small_test, work)
     log = open(os.path.join(run_dir, "train.log")).read()
     assert re.search(r"[Ll]oaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 2 updates\)", log)
     updates = [int(json.loads(m)["num_updates"]) for m in re.findall(r"\| train_inner \| (\{.*\})", log)]
@@ -183,12 +205,12 @@ def test_compare_end_to_end_protocols_resume_and_refusals(multi30k_slice, tmp_pa
 
     # another command in the same place is refused, naming the folder; a bad flag, or too few checkpoints to
     # average, fail before any training
-    proc = _compare(multi30k_slice, work, "--train-args", "--dropout 0.3", check=False)
+    proc = _compare(slice_small_test, work, "--train-args", "--dropout 0.3", check=False)
     assert proc.returncode != 0 and "was trained with another command" in proc.stderr and "seed1" in proc.stderr
-    proc = run_cli(["fusion-compare", multi30k_slice, "--work", str(tmp_path / "w2"), "--size", "tiny", "--max-update", "2",
+    proc = run_cli(["fusion-compare", slice_small_test, "--work", str(tmp_path / "w2"), "--size", "tiny", "--max-update", "2",
                     "--system", "transformer", "--system", "x=fusion_transformer --surface-fusion-lambda 0.5"], check=False)
     assert proc.returncode != 0 and "--surface-fusion" in proc.stderr and not os.path.exists(tmp_path / "w2" / "runs")
-    proc = run_cli(["fusion-compare", multi30k_slice, "--work", str(tmp_path / "w3"), "--size", "tiny", "--max-update", "4",
+    proc = run_cli(["fusion-compare", slice_small_test, "--work", str(tmp_path / "w3"), "--size", "tiny", "--max-update", "4",
                     "--save-interval-updates", "1", "--system", "transformer"], check=False)
     assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == (
         "fairseq-fusion: error: fusion-compare: the protocols average the last 5 checkpoints, but --max-update 4 with "

@@ -5,7 +5,8 @@ writes, for every console script of this environment, a small executable of that
 directory, environment and standard file descriptors to the server, which forks a copy that becomes the command
 (forked_cli: its own process, argv, cwd, environment, fds 0-2, exit status, atexit handlers, fresh logging and
 warnings). The shim waits for the command's exit status, exits with it, and passes SIGINT/SIGTERM/SIGHUP on. Put
-the shims' folder first on PATH (and ``PYTHON`` for the recipes, which call the scripts beside it). A command the
+the shims' folder first on PATH (and ``PYTHON`` for the recipes, which call the scripts beside it; a forked command
+sees the shims' ``python`` as ``sys.executable``, so the scripts a tool finds beside it are the shims too). A command the
 fork cannot run the same (a --user-dir of another plugin folder) is executed by the shim from the environment.
 FUSION_TEST_FRESH=1 turns the shims off: every command starts a new interpreter.
 """
@@ -122,7 +123,8 @@ class Zygote:
         """``env`` with the shims first on PATH and as the recipes' PYTHON (unless FUSION_TEST_FRESH is set)."""
         if os.environ.get("FUSION_TEST_FRESH"):
             return env
-        return dict(env, PATH=self.bin + os.pathsep + env.get("PATH", ""), PYTHON=os.path.join(self.bin, "python"))
+        python = os.path.join(self.bin, "python")
+        return dict(env, PATH=self.bin + os.pathsep + env.get("PATH", ""), PYTHON=python, FUSION_TEST_PYTHON=python)
 
     def close(self):
         try:
