@@ -485,9 +485,9 @@ def get_parser():
     p.add_argument("--fp16", action="store_true", help="Train and translate with --fp16 (CUDA).")
     p.add_argument("--cpu", action="store_true", help="Stay on CPU.")
     p.add_argument("--protocol", choices=["papers", "same"], default="papers",
-                   help="papers: each system trained and its checkpoint chosen as its paper did (two stages for Dou "
-                        "et al.'s archs; checkpoint average or best validation loss); same: one stage and the last "
-                        "checkpoint for every system (default: %(default)s).")
+                   help="How each system is trained and which checkpoint is tested: as its paper did with papers "
+                        "(two stages for Dou et al.'s archs; checkpoint average or best validation loss), or one "
+                        "stage and the last checkpoint for every system with same (default: %(default)s).")
     p.add_argument("--save-interval-updates", type=int, default=None,
                    help="Checkpoint and validate every N updates: the checkpoints the protocols average or choose "
                         "from, and what an interrupted run loses (default: a 20th of --max-update, else 100).")

@@ -46,19 +46,25 @@ def _drain(fd, chunks):
         chunks.append(f.read())
 
 
-def _fresh_logging_and_warnings(env):
-    """Logging and warnings as a new interpreter has them: no root handlers (the test's capture handlers go),
-    fairseq_cli re-imported so its logging.basicConfig binds the command's stdout, Python's default warning
-    filters and a showwarning that prints to stderr (the test's recording one goes)."""
+ROOT_LEVEL = logging.root.level  # what importing fairseq leaves (its import chain configures the root logger)
+
+
+def _fresh_logging_and_warnings(cmd, env):
+    """Logging and warnings as a new interpreter has them once the command has imported fairseq (and the plugin):
+    the root logger writes to stderr in logging's basic format (importing fairseq configures it so; fairseq_cli's
+    own basicConfig then does nothing), the test's capture handlers gone; Python's default warning filters, the
+    plugin's (quiet.py) when the command loads it, and a showwarning that prints to stderr (the test's recording
+    one gone)."""
     import warnings
 
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
-    root.setLevel(logging.WARNING)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    root.addHandler(handler)
+    root.setLevel(ROOT_LEVEL)
     logging.disable(logging.NOTSET)
-    for name in [n for n in sys.modules if n == "fairseq_cli" or n.startswith("fairseq_cli.")]:
-        del sys.modules[name]
     warnings.resetwarnings()
     for action, category, module in (("ignore", ResourceWarning, ""), ("ignore", ImportWarning, ""),
                                      ("ignore", PendingDeprecationWarning, ""), ("ignore", DeprecationWarning, ""),
@@ -68,6 +74,11 @@ def _fresh_logging_and_warnings(env):
         warnings._processoptions(env["PYTHONWARNINGS"].split(","))
     warnings.showwarning = warnings._showwarning_orig
     warnings._showwarnmsg_impl = lambda msg: sys.stderr.write(warnings._formatwarnmsg(msg))
+    if cmd[0].startswith("fusion-") or any(a == "--user-dir" or a.startswith(("--user-dir=", "common.user_dir="))
+                                           for a in cmd):
+        from fairseq_fusion import quiet
+
+        quiet.install()
 
 
 def _same_plugin_folder_is_imported():
@@ -100,7 +111,7 @@ def _child(exe, cmd, cwd, env, out_w, err_w, in_fd=None):
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
         sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-        _fresh_logging_and_warnings(env)
+        _fresh_logging_and_warnings(cmd, env)
         atexit._clear()  # the test process's handlers are not the command's
         os.chdir(cwd or os.getcwd())
         os.environ.clear()

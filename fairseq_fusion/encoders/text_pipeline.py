@@ -3,6 +3,7 @@
 Used by ``--bpe prepared`` (fairseq-interactive, the hub) and by the tools: ``fusion-prepare-text`` builds its
 folders with these steps, the scorers detokenize with ``detokenize``.
 """
+import functools
 import json
 import os
 from typing import List, Sequence
@@ -92,11 +93,19 @@ class TextPipeline:
         return self.bpe.process_line(self.tokenize(line.strip()))
 
 
+@functools.lru_cache(maxsize=None)
+def moses_detokenizer(lang: str):
+    """sacremoses' detokenizer of ``lang``, built once."""
+    from sacremoses import MosesDetokenizer
+
+    return MosesDetokenizer(lang=lang)
+
+
 def detokenize(lines: Sequence[str], lang: str, detruecase: bool = False) -> List[str]:
     """Moses detokenizer (sacremoses); optionally the Moses detruecaser first (upper-case sentence starts)."""
-    from sacremoses import MosesDetokenizer, MosesDetruecaser
+    from sacremoses import MosesDetruecaser
 
-    detok = MosesDetokenizer(lang=lang)
+    detok = moses_detokenizer(lang)
     detrue = MosesDetruecaser() if detruecase else None
     out = []
     for line in lines:

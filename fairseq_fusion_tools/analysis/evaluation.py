@@ -12,6 +12,7 @@
 - Paired significance: sacreBLEU's paired bootstrap resampling (Koehn 2004, as used by Xu et al.)
   or approximate randomization.
 """
+import functools
 import gzip
 import math
 import re
@@ -56,12 +57,18 @@ def read_generate_output(path: str, bpe_symbol: str = "@@ ") -> Dict[str, List[s
     return {k: [v.get(i, "") for i in ids] if v else [] for k, v in found.items()}
 
 
-def tokenize_for_bleu(lines: Sequence[str], lang: str, split: str = "auto") -> List[str]:
-    """Moses-tokenize detokenized text for tokenized BLEU; ``split``: compound, chars, none or auto by language."""
+@functools.lru_cache(maxsize=None)
+def moses_tokenizer(lang: str):
+    """sacremoses' tokenizer of ``lang``, built once (its regular expressions take about a second)."""
     from sacremoses import MosesTokenizer
 
+    return MosesTokenizer(lang=lang)
+
+
+def tokenize_for_bleu(lines: Sequence[str], lang: str, split: str = "auto") -> List[str]:
+    """Moses-tokenize detokenized text for tokenized BLEU; ``split``: compound, chars, none or auto by language."""
     split = bleu_split(lang) if split == "auto" else split
-    tok = MosesTokenizer(lang=lang)
+    tok = moses_tokenizer(lang)
     out = []
     for line in lines:
         line = tok.tokenize(line, escape=False, return_str=True)
