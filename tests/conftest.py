@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import fairseq_fusion  # noqa: F401  (registers archs, allow-lists checkpoint classes)
 from fairseq_fusion_tools import data_paths
@@ -46,6 +47,20 @@ def run_cli(cmd, cwd=None, env=None, check=True, fresh=False):
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
     return proc
+
+
+def build_model(data_dir, arch, *flags, seed=1, task="translation", langs=("src", "tgt"), criterion=None):
+    """(model, task, args) as fairseq-train builds them: ``flags`` parsed by fairseq's training parser for ``arch``
+    on ``data_dir`` (dictionaries only: write_dicts), the task set up, the model built after torch.manual_seed(seed).
+    The test files' own ``build`` helpers add their sizes and defaults to this one."""
+    from fairseq import options, tasks
+
+    extra = [] if criterion is None else ["--criterion", criterion]
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        data_dir, "--task", task, "-s", langs[0], "-t", langs[1], "--arch", arch, "--cpu", *extra, *flags])
+    t = tasks.setup_task(args)
+    torch.manual_seed(seed)
+    return t.build_model(args), t, args
 
 
 _ZYGOTE = []

@@ -49,21 +49,51 @@ def _drain(fd, chunks):
 ROOT_LEVEL = logging.root.level  # what importing fairseq leaves (its import chain configures the root logger)
 
 
-def _fresh_logging_and_warnings(cmd, env):
-    """Logging and warnings as a new interpreter has them once the command has imported fairseq (and the plugin):
-    the root logger writes to stderr in logging's basic format (importing fairseq configures it so; fairseq_cli's
-    own basicConfig then does nothing), the test's capture handlers gone; Python's default warning filters, the
-    plugin's (quiet.py) when the command loads it, and a showwarning that prints to stderr (the test's recording
-    one gone)."""
+def _configures_logging_first(module):
+    """Whether ``module`` calls logging.basicConfig before it imports fairseq (fairseq_cli.train does: its log goes
+    to stdout in fairseq's format; fairseq_cli.interactive imports fairseq first, whose import chain has already
+    configured the root logger to stderr, so its basicConfig does nothing)."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(n == "fairseq" or n.startswith("fairseq.") for n in names):
+            return False
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "basicConfig":
+            return True
+    return False
+
+
+def _fresh_logging_and_warnings(cmd, env, python_argv=None):
+    """Logging and warnings as a new interpreter of the command has them: the test's capture handlers gone; the
+    root logger as the command's own imports leave it (fairseq_cli's modules imported again, so that their
+    basicConfig runs where it ran first; else the stderr handler in logging's basic format that importing fairseq
+    leaves); Python's default warning filters, the plugin's (quiet.py) when the command loads it, and a showwarning
+    that prints to stderr (the test's recording one gone)."""
     import warnings
 
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
-    root.addHandler(handler)
-    root.setLevel(ROOT_LEVEL)
+    for name in [n for n in sys.modules if n == "fairseq_cli" or n.startswith("fairseq_cli.")]:
+        del sys.modules[name]
+    if python_argv is not None:  # python -m M: M's imports; -c / a script: nothing configured until they import
+        module = python_argv[1] if python_argv[0] == "-m" else None
+    else:
+        module = entry_point(cmd[0]).module
+    if module is None or (module.startswith("fairseq_cli.") and _configures_logging_first(module)) or module == "fusion_user_dir":
+        root.setLevel(logging.WARNING)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+        root.addHandler(handler)
+        root.setLevel(ROOT_LEVEL)
     logging.disable(logging.NOTSET)
     warnings.resetwarnings()
     for action, category, module in (("ignore", ResourceWarning, ""), ("ignore", ImportWarning, ""),
@@ -99,8 +129,27 @@ def _same_plugin_folder_is_imported():
     utils.import_user_module = import_user_module
 
 
-def _child(exe, cmd, cwd, env, out_w, err_w, in_fd=None):
-    """In the forked process: become the command, run it, exit with its status. Never returns."""
+def python_main(argv):
+    """What ``python ARGS`` runs, as (module whose imports configure logging, main): ``-m MODULE``, ``-c CODE`` or a
+    script path, each as the interpreter runs it (``__main__``, sys.argv as Python sets it)."""
+    import runpy
+
+    if argv[0] == "-m":
+        sys.argv = [argv[1]] + argv[2:]
+        sys.path.insert(0, os.getcwd())
+        return argv[1], lambda: runpy.run_module(argv[1], run_name="__main__", alter_sys=True) and None
+    if argv[0] == "-c":
+        sys.argv = ["-c"] + argv[2:]
+        sys.path.insert(0, "")
+        return None, lambda: exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    sys.argv = list(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+    return None, lambda: runpy.run_path(argv[0], run_name="__main__") and None
+
+
+def _child(exe, cmd, cwd, env, out_w, err_w, in_fd=None, python_argv=None):
+    """In the forked process: become the command (a console script; with ``python_argv``, ``python ARGS``), run it,
+    exit with its status. Never returns."""
     code = 1
     try:
         os.dup2(out_w, 1)
@@ -111,17 +160,20 @@ def _child(exe, cmd, cwd, env, out_w, err_w, in_fd=None):
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
         sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-        _fresh_logging_and_warnings(cmd, env)
+        _fresh_logging_and_warnings(cmd, env, python_argv)
         atexit._clear()  # the test process's handlers are not the command's
         os.chdir(cwd or os.getcwd())
         os.environ.clear()
         os.environ.update(env)
         import torch
         torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1") or 1))
-        sys.argv = [exe] + list(cmd[1:])
+        if python_argv is not None:
+            _, main = python_main(python_argv)
+        else:
+            sys.argv = [exe] + list(cmd[1:])
+            main = entry_point(cmd[0]).load()
         if env.get("FUSION_TEST_PYTHON"):  # zygote.py's shims: the console scripts beside "this Python"
             sys.executable = env["FUSION_TEST_PYTHON"]
-        main = entry_point(cmd[0]).load()
         try:
             result = main()
             code = 0 if result is None else result

@@ -15,7 +15,6 @@ import re
 import pytest
 import torch
 from torch import nn
-from fairseq import options, tasks
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.modules import LayerDropModuleList
 from fairseq.sequence_generator import SequenceGenerator
@@ -23,7 +22,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq_fusion import fusion_options
 from fairseq_fusion.models import FusionTransformerModel
 from fairseq_fusion.models.combinations import COMBINATIONS
-from conftest import write_dicts
+from conftest import build_model, write_dicts
 
 ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel)
 # every registered arch, then every documented combination of techniques (arch + flags)
@@ -49,16 +48,8 @@ def build(arch, data_dir, seed=1, dropout="0.1", extra=(), criterion=None):
     extra = [*flags, *extra]
     criterion = criterion or fusion_options.default_criterion(arch)
     smoothing = ["--label-smoothing", "0.1"] if "label_smoothed" in criterion else []
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch,
-        "--criterion", criterion, *smoothing,
-        "--dropout", dropout, "--attention-dropout", "0.1", "--cpu", *SMALL, *extra,
-    ])
-    task = tasks.setup_task(args)
-    torch.manual_seed(seed)
-    model = task.build_model(args)
-    return model, task, args
+    return build_model(data_dir, arch, *smoothing, "--dropout", dropout, "--attention-dropout", "0.1", *SMALL, *extra,
+                       seed=seed, criterion=criterion)
 
 
 def sentences(task, lengths, seed=0):

@@ -4,12 +4,11 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from fairseq import options, tasks
 
 from fairseq_fusion import fusion_options
 from fairseq_fusion.modules import decoder_sublayers
 from fairseq_fusion.modules.decoder_sublayers import decoder_plan
-from conftest import write_dicts
+from conftest import build_model, write_dicts
 
 SMALL = [
     "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
@@ -26,14 +25,8 @@ def data_dir(tmp_path_factory):
 
 
 def build(data_dir, arch, *extra, small=True, seed=1):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch,
-        "--dropout", "0.0", "--cpu", *(SMALL if small else []), *extra,
-    ])
-    task = tasks.setup_task(args)
-    torch.manual_seed(seed)
-    return task.build_model(args).eval(), task, args
+    model, task, args = build_model(data_dir, arch, "--dropout", "0.0", *(SMALL if small else []), *extra, seed=seed)
+    return model.eval(), task, args
 
 
 def n_params(module):

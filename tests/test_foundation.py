@@ -7,8 +7,8 @@ import sys
 
 import pytest
 import torch
-from conftest import REPO, SMALL_MODEL_ARGS, run_cli, train_args
-from fairseq import checkpoint_utils, options, tasks
+from conftest import REPO, SMALL_MODEL_ARGS, build_model, run_cli, train_args
+from fairseq import checkpoint_utils
 from fairseq.models.transformer import TransformerModel
 
 from fairseq_fusion_tools import data_paths
@@ -17,10 +17,8 @@ from fairseq_fusion.models import FusionTransformerModel
 
 
 def build(arch, data_dir, extra=()):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [data_dir, "--task", "translation", "-s", "en", "-t", "de", "--arch", arch, "--cpu", *extra])
-    task = tasks.setup_task(args)
-    return task.build_model(args), task
+    model, task, _ = build_model(data_dir, arch, *extra, langs=("en", "de"))
+    return model, task
 
 
 def sample_batch(task, bsz=3, src_len=9, tgt_len=7, seed=0):

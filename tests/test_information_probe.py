@@ -7,10 +7,9 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
-from fairseq import options, tasks
 from fairseq.data import data_utils
 
-from conftest import run_cli, train_args, write_dicts
+from conftest import build_model, run_cli, train_args, write_dicts
 from fairseq_fusion_tools.analysis import information_probe as probe
 
 SMALL = [
@@ -28,13 +27,8 @@ def data_dir(tmp_path_factory):
 
 
 def build(data_dir, arch, seed=1):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch, "--dropout", "0.0", "--cpu", *SMALL,
-    ])
-    task = tasks.setup_task(args)
-    torch.manual_seed(seed)
-    return task.build_model(args).eval(), task, args
+    model, task, args = build_model(data_dir, arch, "--dropout", "0.0", *SMALL, seed=seed)
+    return model.eval(), task, args
 
 
 def ln(x, norm):

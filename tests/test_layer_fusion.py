@@ -8,11 +8,11 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
-from fairseq import checkpoint_utils, options, tasks
+from fairseq import checkpoint_utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from omegaconf import OmegaConf
 
-from conftest import run_cli, train_args, write_dicts
+from conftest import build_model, run_cli, train_args, write_dicts
 from fairseq_fusion.modules.layer_attention import MEMORY_KEY, parameter_count
 
 VOCAB, D, N, M = 40, 16, 3, 3
@@ -30,13 +30,7 @@ def data_dir(tmp_path_factory):
 
 
 def build(arch, data_dir, *extra, seed=1):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch, "--cpu", *SMALL, *extra,
-    ])
-    task = tasks.setup_task(args)
-    torch.manual_seed(seed)
-    return task.build_model(args), task, args
+    return build_model(data_dir, arch, *SMALL, *extra, seed=seed)
 
 
 def source_batch(task, lengths=(6, 4)):

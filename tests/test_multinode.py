@@ -14,6 +14,7 @@ from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.distributed import utils as distributed_utils
 
+from conftest import shell_env
 from fairseq_fusion_tools import data_paths
 
 REPO = data_paths.REPO_ROOT
@@ -31,7 +32,8 @@ JOB_ID = 4242
 
 def clean_env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k not in LAUNCH_VARS}
-    return dict(env, OMP_NUM_THREADS="1", MAX_TOKENS=str(MAX_TOKENS), **extra)
+    env = dict(env, OMP_NUM_THREADS="1", MAX_TOKENS=str(MAX_TOKENS), **extra)
+    return env if "PYTHON" in extra else shell_env(env)  # a stub Python stands in for the commands
 
 
 def launcher_env(launcher, nodes, gpus):

@@ -11,7 +11,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq_fusion import fusion_options
 from fairseq_fusion.modules.phrase_layers import PhraseRepresentation
 from fairseq_fusion.modules.phrase_segmentation import PHRASE_LENGTHS_KEY, PhraseSegmenter
-from conftest import write_dicts
+from conftest import build_model, write_dicts
 
 PAD = 1
 D, FFN, LAYERS, VOCAB = 16, 32, 3, 40
@@ -29,14 +29,9 @@ def data_dir(tmp_path_factory):
 
 
 def build(data_dir, arch, extra=(), task="translation", seed=1):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        data_dir, "--task", task, "-s", "src", "-t", "tgt", "--arch", arch,
-        "--dropout", "0.1", "--attention-dropout", "0.1", "--cpu", *SMALL, *extra,
-    ])
-    t = tasks.setup_task(args)
-    torch.manual_seed(seed)
-    return t.build_model(args), t
+    model, t, _ = build_model(data_dir, arch, "--dropout", "0.1", "--attention-dropout", "0.1", *SMALL, *extra,
+                              seed=seed, task=task)
+    return model, t
 
 
 def n_params(model):

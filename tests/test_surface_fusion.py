@@ -5,10 +5,9 @@ import os
 
 import pytest
 import torch
-from fairseq import options, tasks
 from fairseq.data import data_utils
 
-from conftest import REPO, run_cli, train_args, write_dicts
+from conftest import REPO, build_model, run_cli, train_args, write_dicts
 from fairseq_fusion.modules.surface_fusion import LOGITS_KEY, parameter_count
 
 VOCAB, D, HEADS = 40, 16, 2
@@ -26,14 +25,8 @@ def data_dir(tmp_path_factory):
 
 
 def build(arch, data_dir, *extra, seed=1):
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, [
-        data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch, "--cpu",
-        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", *SMALL, *extra,
-    ])
-    task = tasks.setup_task(args)
-    torch.manual_seed(seed)
-    return task.build_model(args), task, args
+    return build_model(data_dir, arch, "--label-smoothing", "0.1", *SMALL, *extra, seed=seed,
+                       criterion="label_smoothed_cross_entropy")
 
 
 def batch(task, src_lengths=(7, 4), tgt_lengths=(5, 3)):

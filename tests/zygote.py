@@ -6,7 +6,8 @@ directory, environment and standard file descriptors to the server, which forks 
 (forked_cli: its own process, argv, cwd, environment, fds 0-2, exit status, atexit handlers, fresh logging and
 warnings). The shim waits for the command's exit status, exits with it, and passes SIGINT/SIGTERM/SIGHUP on. Put
 the shims' folder first on PATH (and ``PYTHON`` for the recipes, which call the scripts beside it; a forked command
-sees the shims' ``python`` as ``sys.executable``, so the scripts a tool finds beside it are the shims too). A command the
+sees the shims' ``python`` as ``sys.executable``, so the scripts a tool finds beside it are the shims too). The
+shims' ``python`` runs ``-m MODULE``, ``-c CODE`` and script paths the same way (runpy, as the interpreter does). A command the
 fork cannot run the same (a --user-dir of another plugin folder) is executed by the shim from the environment.
 FUSION_TEST_FRESH=1 turns the shims off: every command starts a new interpreter.
 """
@@ -43,6 +44,34 @@ os._exit(int(line) if line.strip() else 1)
 """
 
 
+PYTHON_SHIM = """#!{python} -SE
+import array, json, os, signal, socket, struct, sys
+REAL = {real!r}
+args = sys.argv[1:]
+# python -m MODULE / -c CODE / SCRIPT.py: run in a fork of the server; anything else (options, stdin) by Python itself
+# (multiprocessing's spawn and resource tracker pass inherited file descriptors: Python itself)
+if not args or (args[0] in ("-m", "-c") and len(args) < 2) or (args[0].startswith("-") and args[0] not in ("-m", "-c")) \
+        or any("multiprocessing" in a for a in args):
+    os.execv(REAL, [REAL] + args)
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    sock.connect({socket_path!r})
+except OSError:
+    os.execv(REAL, [REAL] + args)
+body = json.dumps({{"name": "python", "python_argv": args, "argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+sock.sendmsg([struct.pack("!I", len(body)) + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+f = sock.makefile("r")
+first = f.readline().split()
+if not first or first[0] == "fresh":
+    os.execv(REAL, [REAL] + args)
+pid = int(first[1])
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, lambda s, _f: os.kill(pid, s))
+line = f.readline()
+os._exit(int(line) if line.strip() else 1)
+"""
+
+
 def _recv(conn):
     fds = array.array("i")
     msg, anc, _, _ = conn.recvmsg(4, socket.CMSG_LEN(3 * fds.itemsize))
@@ -68,13 +97,15 @@ def _serve(listener):
                 req, fds = _recv(conn)
                 argv = req["argv"]
                 cmd = [req["name"]] + argv[1:]
-                if len(fds) != 3 or not forked_cli.fork_ok(cmd, req["cwd"]):
+                python_argv = req.get("python_argv")
+                if len(fds) != 3 or not (python_argv is not None or forked_cli.fork_ok(cmd, req["cwd"])):
                     conn.sendall(b"fresh\n")
                     os._exit(0)
                 pid = os.fork()
                 if pid == 0:
                     conn.close()
-                    forked_cli._child(argv[0], cmd, req["cwd"], req["env"], fds[1], fds[2], in_fd=fds[0])
+                    forked_cli._child(argv[0], cmd, req["cwd"], req["env"], fds[1], fds[2], in_fd=fds[0],
+                                      python_argv=python_argv)
                 for fd in fds:
                     os.close(fd)
                 conn.sendall(f"pid {pid}\n".encode())
@@ -111,7 +142,7 @@ class Zygote:
             real = os.path.join(real_bin, ep.name)
             if os.path.exists(real):
                 self._write(ep.name, SHIM.format(python=sys.executable, name=ep.name, real=real, socket_path=self.socket_path))
-        self._write("python", f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        self._write("python", PYTHON_SHIM.format(python=sys.executable, real=sys.executable, socket_path=self.socket_path))
 
     def _write(self, name, text):
         path = os.path.join(self.bin, name)
