@@ -24,46 +24,31 @@ import forked_cli
 
 SHIM = """#!{python} -SE
 import array, json, os, signal, socket, struct, sys
-NAME, REAL = {name!r}, {real!r}
-sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    sock.connect({socket_path!r})
-except OSError:
-    os.execv(REAL, [REAL] + sys.argv[1:])
-body = json.dumps({{"name": NAME, "argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
-sock.sendmsg([struct.pack("!I", len(body)) + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
-f = sock.makefile("r")
-first = f.readline().split()
-if not first or first[0] == "fresh":
-    os.execv(REAL, [REAL] + sys.argv[1:])
-pid = int(first[1])
-for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-    signal.signal(sig, lambda s, _f: os.kill(pid, s))
-line = f.readline()
-os._exit(int(line) if line.strip() else 1)
-"""
-
-
-PYTHON_SHIM = """#!{python} -SE
-import array, json, os, signal, socket, struct, sys
-REAL = {real!r}
+NAME, REAL, PYTHON = {name!r}, {real!r}, {python_mode!r}
 args = sys.argv[1:]
-# python -m MODULE / -c CODE / SCRIPT.py: run in a fork of the server; anything else (options, stdin) by Python itself
-# (multiprocessing's spawn and resource tracker pass inherited file descriptors: Python itself)
-if not args or (args[0] in ("-m", "-c") and len(args) < 2) or (args[0].startswith("-") and args[0] not in ("-m", "-c")) \
-        or any("multiprocessing" in a for a in args):
+
+
+def itself():
     os.execv(REAL, [REAL] + args)
+
+
+# python: -m MODULE, -c CODE and SCRIPT run in a fork; Python's own options and multiprocessing's children (which
+# pass inherited file descriptors) by Python itself
+if PYTHON and (not args or (args[0] in ("-m", "-c") and len(args) < 2) or (args[0].startswith("-") and args[0] not in
+               ("-m", "-c")) or any("multiprocessing" in a for a in args)):
+    itself()
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
     sock.connect({socket_path!r})
 except OSError:
-    os.execv(REAL, [REAL] + args)
-body = json.dumps({{"name": "python", "python_argv": args, "argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+    itself()
+body = json.dumps({{"name": NAME, "python_argv": args if PYTHON else None, "argv": sys.argv, "cwd": os.getcwd(),
+                   "env": dict(os.environ)}}).encode()
 sock.sendmsg([struct.pack("!I", len(body)) + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
 f = sock.makefile("r")
 first = f.readline().split()
 if not first or first[0] == "fresh":
-    os.execv(REAL, [REAL] + args)
+    itself()
 pid = int(first[1])
 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     signal.signal(sig, lambda s, _f: os.kill(pid, s))
@@ -141,8 +126,10 @@ class Zygote:
         for ep in metadata.entry_points(group="console_scripts"):
             real = os.path.join(real_bin, ep.name)
             if os.path.exists(real):
-                self._write(ep.name, SHIM.format(python=sys.executable, name=ep.name, real=real, socket_path=self.socket_path))
-        self._write("python", PYTHON_SHIM.format(python=sys.executable, real=sys.executable, socket_path=self.socket_path))
+                self._write(ep.name, SHIM.format(python=sys.executable, name=ep.name, real=real, python_mode=False,
+                                                 socket_path=self.socket_path))
+        self._write("python", SHIM.format(python=sys.executable, name="python", real=sys.executable, python_mode=True,
+                                          socket_path=self.socket_path))
 
     def _write(self, name, text):
         path = os.path.join(self.bin, name)
