@@ -14,6 +14,7 @@ FUSION_TEST_FRESH=1 turns the shims off: every command starts a new interpreter.
 import array
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -55,6 +56,9 @@ for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
 line = f.readline()
 os._exit(int(line) if line.strip() else 1)
 """
+
+
+SHIMMED_PACKAGES = {"fairseq_cli", "fairseq_fusion", "fairseq_fusion_tools", "fusion_user_dir"}
 
 
 def _recv(conn):
@@ -123,9 +127,9 @@ class Zygote:
         real_bin = os.path.dirname(sys.executable)
         from importlib import metadata
 
-        for ep in metadata.entry_points(group="console_scripts"):
+        for ep in metadata.entry_points(group="console_scripts"):  # fairseq's and ours; other tools stay themselves
             real = os.path.join(real_bin, ep.name)
-            if os.path.exists(real):
+            if os.path.exists(real) and ep.module.split(".")[0] in SHIMMED_PACKAGES:
                 self._write(ep.name, SHIM.format(python=sys.executable, name=ep.name, real=real, python_mode=False,
                                                  socket_path=self.socket_path))
         self._write("python", SHIM.format(python=sys.executable, name="python", real=sys.executable, python_mode=True,
@@ -150,3 +154,4 @@ class Zygote:
             os.waitpid(self.pid, 0)
         except OSError:
             pass
+        shutil.rmtree(self.dir, ignore_errors=True)
