@@ -113,7 +113,7 @@ def compared_with(args, system, baseline):
     """The run a system's bootstrap is against: the baseline, or the baseline continued for two-stage systems."""
     if system["name"] == baseline or system.get("continues"):
         return None
-    return baseline + CONTINUED if protocol_of(args, system)["stages"] == 2 else baseline
+    return baseline + CONTINUED if args.protocols[system["name"]]["stages"] == 2 else baseline
 
 
 def stage_one(args, seed, baseline):
@@ -139,7 +139,7 @@ def train_command(args, system, seed, save_dir):
     stage = []
     if system.get("continues"):
         stage = ["--finetune-from-model", stage_one(args, seed, system["continues"]["name"])]
-    elif protocol_of(args, system)["stages"] == 2:
+    elif args.protocols[system["name"]]["stages"] == 2:
         stage = ["--init-from-vanilla", stage_one(args, seed, args.baseline)]
     return [args.data, "--user-dir", PLUGIN_DIR, "--arch", system["arch"],
             *SIZES[args.size], *COMMON, *TRAINING[args.size],
@@ -263,11 +263,7 @@ def tested_checkpoint(run_dir, select):
     if not os.path.exists(out):
         paths = average_checkpoints.last_n_checkpoints(run_dir, int(select[len("average"):]), kind="update")
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        state = average_checkpoints.average_checkpoints(paths)
-        import torch
-
-        with atomic_files.replacing(out) as tmp:
-            torch.save(state, tmp)
+        average_checkpoints.write_average(paths, out)
     return out
 
 

@@ -58,6 +58,13 @@ def average_checkpoints(paths):
     return new_state
 
 
+def write_average(paths, output):
+    """The average of ``paths`` saved to ``output`` (replaced only once it is complete)."""
+    state = average_checkpoints(paths)
+    with atomic_files.replacing(output) as tmp:
+        torch.save(state, tmp)
+
+
 def get_parser():
     p = argparse.ArgumentParser(prog="fusion-average-checkpoints", description=description_of(__doc__))
     p.add_argument("--inputs", required=True, nargs="+", help="Checkpoint files, or one directory with --num-*-checkpoints.")
@@ -78,9 +85,7 @@ def main(args):
         kind = "update" if args.num_update_checkpoints else "epoch"
         paths = last_n_checkpoints(paths[0], n, args.checkpoint_upper_bound, kind)
     print("| averaging " + ", ".join(paths), flush=True)
-    state = average_checkpoints(paths)
-    with atomic_files.replacing(args.output) as tmp:
-        torch.save(state, tmp)
+    write_average(paths, args.output)
     print(f"| wrote {args.output}")
 
 
