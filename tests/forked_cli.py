@@ -147,6 +147,18 @@ def python_main(argv):
     return None, lambda: runpy.run_path(argv[0], run_name="__main__") and None
 
 
+def _import_time_exit_handlers():
+    """The atexit handlers that modules imported before the fork register on import, in import order, as the
+    command's own imports would: multiprocessing's terminates daemonic children (a data loader's workers, which
+    hold the command's stdout and stderr open and would otherwise linger up to 5 s), torch's makes its data
+    loaders' finalizers skip the join a finished interpreter no longer needs."""
+    handlers = []
+    for module, name in (("multiprocessing.util", "_exit_function"), ("torch.utils.data._utils", "_set_python_exit_flag")):
+        if module in sys.modules:
+            handlers.append(getattr(sys.modules[module], name))
+    return handlers
+
+
 def _child(exe, cmd, cwd, env, out_w, err_w, in_fd=None, python_argv=None):
     """In the forked process: become the command (a console script; with ``python_argv``, ``python ARGS``), run it,
     exit with its status. Never returns."""
@@ -161,7 +173,9 @@ def _child(exe, cmd, cwd, env, out_w, err_w, in_fd=None, python_argv=None):
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
         sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
         _fresh_logging_and_warnings(cmd, env, python_argv)
-        atexit._clear()  # the test process's handlers are not the command's
+        atexit._clear()  # the test process's handlers are not the command's ...
+        for handler in _import_time_exit_handlers():  # ... but those its imports register are
+            atexit.register(handler)
         os.chdir(cwd or os.getcwd())
         os.environ.clear()
         os.environ.update(env)

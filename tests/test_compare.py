@@ -71,15 +71,15 @@ SYSTEMS = ["--system", "transformer", "--system", "combo=transformer_simplified_
 
 @pytest.fixture(scope="module")
 def slice_small_test(multi30k_slice, tmp_path_factory):
-    """The Multi30k slice with its first 100 test sentences as the test set (a translation of the whole test set by
-    an untrained model costs 20 s, and the test translates it a dozen times)."""
+    """The Multi30k slice with its first 30 test sentences as the test set (an untrained model's translation of the
+    whole test set costs 20 s, and the test translates it 16 times)."""
     dest = tmp_path_factory.mktemp("slice_small_test")
     for name in os.listdir(multi30k_slice):
         if not name.startswith("test.") and name != "tok":
             os.symlink(os.path.join(multi30k_slice, name), dest / name)
     (dest / "tok").mkdir()
     for name in ("test.raw.de", "test.bpe.en", "test.bpe.de"):
-        lines = open(os.path.join(multi30k_slice, "tok", name), encoding="utf-8").read().splitlines()[:100]
+        lines = open(os.path.join(multi30k_slice, "tok", name), encoding="utf-8").read().splitlines()[:30]
         (dest / "tok" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     staged = tmp_path_factory.mktemp("staged")
     run_cli(["fairseq-preprocess", "-s", "en", "-t", "de", "--testpref", str(dest / "tok" / "test.bpe"),

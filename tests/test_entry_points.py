@@ -42,9 +42,21 @@ def trees_file(multi30k_slice, tmp_path_factory):
     return path
 
 
+class Checkpoints(dict):
+    """case -> a tiny untrained checkpoint written by fairseq's Trainer, on first use (an xdist worker writes only
+    the cases it runs)."""
+
+    def __init__(self, write):
+        super().__init__()
+        self.write = write
+
+    def __missing__(self, case):
+        self[case] = self.write(case)
+        return self[case]
+
+
 @pytest.fixture(scope="module")
 def checkpoints(multi30k_slice, tmp_path_factory):
-    """A tiny untrained checkpoint of every case, written by fairseq's Trainer."""
     out = tmp_path_factory.mktemp("entry_ckpts")
 
     def write(case):
@@ -66,7 +78,7 @@ def checkpoints(multi30k_slice, tmp_path_factory):
         trainer.save_checkpoint(path, {})
         return path
 
-    return {case: write(case) for case in CASES}
+    return Checkpoints(write)
 
 
 def interactive(data, ckpt, lines, tmp_path, extra=()):
@@ -155,7 +167,10 @@ def test_generate_score_reference_every_arch(case, checkpoints, data_with_spans)
     task = ["--task", "translation_with_phrases"] if case == PARSE else []
     args = options.parse_args_and_arch(options.get_generation_parser(), [
         data_with_spans, "--path", checkpoints[case], "--user-dir", USER_DIR, "-s", "en", "-t", "de", *task,
-        "--score-reference", "--gen-subset", "test", "--batch-size", "8", "--cpu"])
+        "--score-reference", "--gen-subset", "test", "--batch-size", "8", "--cpu",
+        # no loader worker: a finished generate's iterator is freed by the garbage collector in the next test, and
+        # torch then waits 5 s (its MP_STATUS_CHECK_INTERVAL) for a worker of fairseq's persistent loader to join
+        "--num-workers", "0"])
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         distributed_utils.call_main(convert_namespace_to_omegaconf(args), generate.main)

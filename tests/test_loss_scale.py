@@ -48,12 +48,11 @@ from fairseq import options, tasks, utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq.optim.dynamic_loss_scaler import DynamicLossScaler
 from fairseq.optim.fp16_optimizer import FP16Optimizer
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from fairseq_fusion import fusion_options
 from fairseq_fusion.models import FusionTransformerModel
 from fairseq_fusion.models.combinations import COMBINATIONS
-from conftest import write_dicts
+from conftest import FastHalfGemm, write_dicts
 from test_contracts import collate, sentences
 
 ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m is FusionTransformerModel)
@@ -75,21 +74,6 @@ MODES = {  # mode -> the model's dtype, autocast dtype, the optimizers whose ove
 REFERENCE_WINDOW = {"fp16": (-8, 23), "bf16": (-8, 119), "amp": (-8, 23)}
 CASE_WINDOW = (-WITHIN - 1, 0)  # relative to the reference's exponent
 DIVERSITY_CRITERION = "label_smoothed_cross_entropy_with_diversity"
-
-aten = torch.ops.aten
-GEMMS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default}
-
-
-class FastHalfGemm(TorchDispatchMode):
-    """Half-precision matrix products computed in fp32 kernels, the result rounded to the half dtype."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in GEMMS and args[0].dtype in (torch.float16, torch.bfloat16):
-            up = [a.float() if torch.is_tensor(a) else a for a in args]
-            return func(*up, **kwargs).to(args[0].dtype)
-        return func(*args, **kwargs)
-
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
