@@ -96,11 +96,7 @@ def build_model(data_dir, arch, *flags, seed=1, task="translation", langs=("src"
 _ZYGOTE = []
 
 
-def shell_env(env):
-    """``env`` for a shell command (a documented command, a recipe): the console scripts it starts run as forks of a
-    server that has imported torch, fairseq and the plugin once (zygote.py); FUSION_TEST_FRESH=1: new interpreters."""
-    if os.environ.get("FUSION_TEST_FRESH"):
-        return env
+def _zygote():
     if not _ZYGOTE:
         import atexit
 
@@ -108,7 +104,24 @@ def shell_env(env):
 
         _ZYGOTE.append(zygote.Zygote())
         atexit.register(_ZYGOTE[0].close)
-    return _ZYGOTE[0].env(env)
+    return _ZYGOTE[0]
+
+
+def shell_env(env):
+    """``env`` for a shell command (a documented command, a recipe): the console scripts it starts run as forks of a
+    server that has imported torch, fairseq and the plugin once (zygote.py); FUSION_TEST_FRESH=1: new interpreters."""
+    if os.environ.get("FUSION_TEST_FRESH"):
+        return env
+    return _zygote().env(env)
+
+
+def shell_venv(dest):
+    """A copy's ``.venv`` at ``dest``: this environment, its console scripts and ``python`` as the shims of
+    ``shell_env`` (the Makefile puts ``.venv/bin`` first on PATH); FUSION_TEST_FRESH=1: a link to the environment."""
+    if os.environ.get("FUSION_TEST_FRESH"):
+        os.symlink(sys.prefix, dest)
+    else:
+        _zygote().venv_view(dest)
 
 
 def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extra=()):

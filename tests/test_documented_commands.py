@@ -15,8 +15,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
-from conftest import BIN, REPO, shell_env, train_args, write_dicts
+from conftest import BIN, REPO, shell_env, shell_venv, train_args, write_dicts
 import documented_commands as dc
 from fairseq_fusion_tools import data_paths
 
@@ -71,7 +72,7 @@ def link_dir(src, dst):
         os.symlink(os.path.join(src, name), os.path.join(dst, name))
 
 
-def tiny_shared_data(root, n=100):
+def tiny_shared_data(root, n=dc.TINY_SHARED_LINES):
     m30k = os.path.join(root, "multi30k")
     os.makedirs(m30k)
     for split in ("train", "val", "test_2016_flickr"):
@@ -115,7 +116,9 @@ def make_layout(root, group, multi30k_slice, doc_checkpoint):
             for name in files:
                 os.symlink(os.path.join(top, name), os.path.join(dst, name))
     for name in os.listdir(REPO):
-        if name not in NOT_CLONED:
+        if name == ".venv" and os.path.realpath(os.path.join(REPO, name)) == os.path.realpath(sys.prefix):
+            shell_venv(os.path.join(repo, name))  # make's .venv/bin first on PATH: the same shims as shell_env's
+        elif name not in NOT_CLONED:
             os.symlink(os.path.join(REPO, name), os.path.join(repo, name))
     if group not in dc.GROUP_NO_DATA_BIN:
         link_dir(multi30k_slice, os.path.join(repo, "data-bin"))
@@ -358,7 +361,8 @@ def without_user_dir(args):
 
 
 def parse_command(argv, cwd, build=True):
-    """The command's arguments through its own parser, in this process; fairseq-train's model is also built."""
+    """The command's arguments through its own parser, in this process; fairseq-train's model is also built (on the
+    meta device: its modules and shapes without the seconds a WMT-size initialisation takes)."""
     prog, args = argv[0], argv[1:]
     if prog.startswith("fusion-"):
         return tool_parser(prog).parse_args(args)
@@ -368,7 +372,9 @@ def parse_command(argv, cwd, build=True):
         ns = options.parse_args_and_arch(parser, without_user_dir(args))
         if prog == "fairseq-train" and build and not getattr(ns, "init_from_vanilla", None):
             ns.cpu = True
-            tasks.setup_task(ns).build_model(ns)
+            task = tasks.setup_task(ns)
+            with torch.device("meta"):
+                task.build_model(ns)
     return ns
 
 
@@ -394,8 +400,8 @@ def check_flags(text, repo, env):
 
 def write_stubs(stub_dir):
     os.makedirs(stub_dir, exist_ok=True)
-    with open(os.path.join(stub_dir, "python"), "w") as f:
-        f.write(f'#!/bin/bash\nexec "{sys.executable}" "$@"\n')
+    with open(os.path.join(stub_dir, "python"), "w") as f:  # the shims' python (a fork) where there are shims
+        f.write(f'#!/bin/bash\nexec "{shell_env({}).get("PYTHON", sys.executable)}" "$@"\n')
     for name in STUBBED:
         with open(os.path.join(stub_dir, name), "w") as f:
             f.write("#!/bin/bash\n"

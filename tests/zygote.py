@@ -141,6 +141,19 @@ class Zygote:
             f.write(text)
         os.chmod(path, 0o755)
 
+    def venv_view(self, dest):
+        """At ``dest``, this environment (``sys.prefix``) as links, with the shims in place of its console scripts
+        and its ``python`` in ``bin``: for commands that put ``.venv/bin`` first on PATH themselves (the Makefile)."""
+        os.makedirs(os.path.join(dest, "bin"))
+        for name in os.listdir(sys.prefix):
+            if name != "bin":
+                os.symlink(os.path.join(sys.prefix, name), os.path.join(dest, name))
+        real_bin = os.path.join(sys.prefix, "bin")
+        shims = set(os.listdir(self.bin))
+        for name in os.listdir(real_bin):
+            target = os.path.join(self.bin if name in shims else real_bin, name)
+            os.symlink(target, os.path.join(dest, "bin", name))
+
     def env(self, env):
         """``env`` with the shims first on PATH and as the recipes' PYTHON (unless FUSION_TEST_FRESH is set)."""
         if os.environ.get("FUSION_TEST_FRESH"):
