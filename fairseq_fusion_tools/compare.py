@@ -81,10 +81,9 @@ CONTINUED = "+continued"  # the name of the baseline continued for a second stag
 def paper_of(arch):
     """The paper whose protocol an arch follows: its preset's source; Vaswani et al. for fairseq's own archs and
     for fusion_transformer*."""
-    from fairseq_fusion.models import catalog
+    from . import recipe_settings
 
-    entry = catalog.CATALOG.get(arch)
-    return "vaswani" if entry is None else entry.source
+    return recipe_settings.source_of(arch) or "vaswani"
 
 
 def protocol_of(args, system):

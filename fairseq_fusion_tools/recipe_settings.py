@@ -282,17 +282,23 @@ def preset_sources():
     return sources
 
 
-def paper_of(arch, task=None):
-    """The paper whose settings an arch trains with; baselines (fusion_transformer*) take the task's first paper,
-    and so does every arch on a task with a setting of its own (multi30k_en_de)."""
-    if task is not None and check_task(task).get("every_arch"):
-        return TASKS[task]["papers"][0]
+def source_of(arch):
+    """The paper an arch's preset names (``@describe(source=...)``), None for an arch that is no preset (fairseq's)."""
     source = preset_sources().get(arch)
     if source is None:  # not a preset of the plugin's files (e.g. registered at run time): ask the catalog
         from fairseq_fusion.models import catalog
 
         entry = catalog.CATALOG.get(arch)
         source = None if entry is None else entry.source
+    return source
+
+
+def paper_of(arch, task=None):
+    """The paper whose settings an arch trains with; baselines (fusion_transformer*) take the task's first paper,
+    and so does every arch on a task with a setting of its own (multi30k_en_de)."""
+    if task is not None and check_task(task).get("every_arch"):
+        return TASKS[task]["papers"][0]
+    source = source_of(arch)
     if source is not None and source != "vaswani":
         return source
     if task is not None:
