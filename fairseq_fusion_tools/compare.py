@@ -17,8 +17,10 @@ what they are tested against. The tested checkpoint is the average of the last N
 where the paper averaged (Vaswani, Emelin, Dou, Xu: 5 for base-size models, 20 or 16 for big), else the
 one with the best validation loss (Yang, Liu). Checkpoints are saved (and validated) every
 ``--save-interval-updates`` (default: a 20th of ``--max-update``). ``--protocol same``: one stage and the
-last checkpoint for every system. Train words/s is the median of fairseq's per-interval ``wps`` after the
-first interval (warm-up); parameters are fairseq's own count (shared embeddings counted once).
+last checkpoint for every system. Train words/s counts training time only (words over fairseq's
+``train_wall``, without the validations and checkpoint saves a protocol adds), after each process's first log
+interval (warm-up);
+parameters are fairseq's own count (shared embeddings counted once).
 
 Layout of ``--work`` (resumable): ``runs/NAME/seedS/`` holds ``command.json`` (the exact command;
 another command in the same place is refused rather than mixed), ``train.log`` (appended on every
@@ -176,15 +178,19 @@ def check_system(args, system):
 
 
 def fairseq_logs(path):
-    """(train_inner stats list, last train stats, params) from a fairseq-train log (json format)."""
-    inner, train, params = [], None, None
+    """(train_inner stats list, last train stats, params) from a fairseq-train log (json format); each
+    train_inner entry gets ``attempt``, the number of the fairseq-train process that logged it (``run_logged``
+    writes a ``# TIME COMMAND`` line before each)."""
+    inner, train, params, attempt = [], None, None, 0
     with open(path, encoding="utf-8") as f:
         for line in f:
+            if line.startswith("# "):
+                attempt += 1
             m = LOG_LINE.search(line)
             if m:
                 stats = json.loads(m.group(2))
                 if m.group(1) == "train_inner":
-                    inner.append(stats)
+                    inner.append({**stats, "attempt": attempt})
                 elif m.group(1) == "train":
                     train = stats
             p = PARAMS_LINE.search(line)
@@ -194,13 +200,23 @@ def fairseq_logs(path):
 
 
 def train_summary(log_path):
-    """What the table takes from a finished run's log: updates, words/s after warm-up, parameters."""
+    """What the table takes from a finished run's log: updates, training words/s after warm-up, parameters.
+
+    Words/s is words over time in ``train_step``: the sum of wpb x updates over the sum of fairseq's
+    ``train_wall``, for every log interval but each process's first (the warm-up: first batches, allocator).
+    fairseq's own ``wps`` is words over wall time, which counts the validations and checkpoint saves that a
+    protocol places inside an interval; its median is kept as ``wps_median``. train_wall is logged in whole
+    seconds: summed over the intervals, that rounding stays near 0.2 % (a per-interval median would move in
+    steps of 3 %)."""
     inner, train, params = fairseq_logs(log_path)
     if not inner:
         raise ValueError(f"{log_path}: no train_inner lines (the run logs with --log-format json)")
-    timed = inner[1:] or inner  # the first interval holds the warm-up (first batches, allocator)
+    timed = [(prev, s) for prev, s in zip(inner, inner[1:]) if s["attempt"] == prev["attempt"]]
+    words = sum(float(s["wpb"]) * (int(s["num_updates"]) - int(prev["num_updates"])) for prev, s in timed)
+    seconds = sum(float(s["train_wall"]) for _, s in timed)
     return {"updates": int(inner[-1]["num_updates"]) if train is None else int(train["train_num_updates"]),
-            "words_per_s": statistics.median(float(s["wps"]) for s in timed),
+            "words_per_s": words / seconds if seconds > 0 else None, "train_seconds": seconds,
+            "wps_median": statistics.median(float(s["wps"]) for _, s in timed) if timed else None,
             "wps_intervals": len(timed), "params": params,
             "train_loss": None if train is None else float(train["train_loss"])}
 
@@ -336,7 +352,7 @@ def summarize(systems, runs, subsets, baseline, protocols=None, compared=None):
         wps = mean_sd([r["train"]["words_per_s"] for r in mine])[0]
         row = {"system": s["name"], "arch": s["arch"], "flags": s["flags"], "seeds": [r["seed"] for r in mine],
                "params": mine[0]["train"]["params"], "updates": [r["train"]["updates"] for r in mine],
-               "words_per_s": wps, "words_per_s_ratio": wps / base_wps if base_wps else None, "subsets": {},
+               "words_per_s": wps, "words_per_s_ratio": wps / base_wps if wps is not None and base_wps else None, "subsets": {},
                "protocol": (protocols or {}).get(s["name"]), "compared_with": compared.get(s["name"])}
         for subset in subsets:
             bleu = [r["eval"][subset]["sacrebleu"]["score"] for r in mine if subset in r["eval"]]
@@ -390,7 +406,7 @@ def markdown(rows, subsets, baseline):
         params = "-" if r["params"] is None else f"{r['params'] / 1e6:.2f}M"
         ratio = "" if r["words_per_s_ratio"] is None else f" ({r['words_per_s_ratio']:.2f})"
         line = f"| {name} |" + (f" {protocol_text(r, baseline)} |" if with_protocol else "") + \
-            f" {params} | {r['words_per_s']:.0f}{ratio} |"
+            f" {params} | {'-' if r['words_per_s'] is None else format(r['words_per_s'], '.0f')}{ratio} |"
         for subset in subsets:
             c = r["subsets"][subset]
             p = "baseline" if c["p_values"] is None else ", ".join(_fmt_p(v, same) for v, same in zip(
@@ -515,13 +531,19 @@ def run_one(args, system, seed, label):
                              "use another --work, or remove that folder to retrain")
     else:
         atomic_files.write_json(recorded, portable, indent=1)
-    if os.path.exists(done):
-        with open(done) as f:
-            print(f"| {label}: trained before, reused", flush=True)
-            return json.load(f)
-    resumed = os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
-    print(f"| {label}: {'continuing from checkpoint_last.pt' if resumed else 'training'} (log {run_dir}/train.log)", flush=True)
     log = os.path.join(run_dir, "train.log")
+    if os.path.exists(done):
+        print(f"| {label}: trained before, reused", flush=True)
+        with open(done) as f:
+            recorded_summary = json.load(f)
+        if not os.path.exists(log):
+            return recorded_summary
+        summary = train_summary(log)  # the log is the record (train.json marks the run finished): read it again
+        if summary != recorded_summary:
+            atomic_files.write_json(done, summary)
+        return summary
+    resumed = os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
+    print(f"| {label}: {'continuing from checkpoint_last.pt' if resumed else 'training'} (log {log})", flush=True)
     rc = run_logged([console_script("fairseq-train"), *cmd], log, progress=label, total=args.max_update)
     if rc != 0:
         raise RuntimeError(f"fairseq-train of {label} exited {rc}; the last lines of {log}:\n{tail(log)}")
@@ -600,7 +622,8 @@ def main(args):
             except (RuntimeError, ValueError, FileNotFoundError) as e:
                 fail(f"fusion-compare: {e}")
             runs.append({"system": s["name"], "seed": seed, "train": train, "eval": ev, "significance": sig})
-            print(f"| {label}: {train['updates']} updates, {train['words_per_s']:.0f} words/s; " + ", ".join(
+            wps = "-" if train["words_per_s"] is None else f"{train['words_per_s']:.0f}"
+            print(f"| {label}: {train['updates']} updates, {wps} words/s; " + ", ".join(
                 f"{sub} sacreBLEU {e['sacrebleu']['score']:.2f}" for sub, e in ev.items())
                 + f" ({select}; {(time.time() - started) / 60:.1f} min so far)", flush=True)
             write_results(args, systems, runs, baseline, command, complete=k == total, compared=compared)
@@ -617,8 +640,8 @@ def write_results(args, systems, runs, baseline, command, complete, compared=Non
              f"{len(args.seeds)} seeds ({', '.join(map(str, args.seeds))}), {budget} each, size `{args.size}`, beam {args.beam}; "
              f"mean ± sd over seeds; p: sacreBLEU's paired bootstrap ({args.bootstrap_samples} samples) against "
              f"`{baseline}` of the same seed, tested with the same checkpoint selection (* p < 0.05; `same output`: translations identical to the baseline's, "
-             f"not tested); words/s: median of fairseq's per-interval wps after the first "
-             f"interval. sacreBLEU signature: `{signature}`.\n\n"
+             f"not tested); words/s: words over time in training steps (fairseq's train_wall: validation "
+             f"and checkpoint saving left out), after the first log interval. sacreBLEU signature: `{signature}`.\n\n"
              f"{time.strftime('%Y-%m-%d')}, {machine()['platform']}, {machine()['cpus']} CPUs"
              f"{'' if not machine()['cuda'] else ', ' + machine()['cuda']}: `{command}`")
     out = os.path.join(args.work, "results")

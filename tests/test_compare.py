@@ -23,16 +23,30 @@ def test_system_specs():
             compare.parse_system(bad)
 
 
-def test_words_per_second_is_the_median_after_the_first_interval(tmp_path):
+def test_words_per_second_is_training_time_after_each_attempts_first_interval(tmp_path):
+    """Words over fairseq's train_wall, summed over intervals (validation and checkpoint saves left out);
+    each process's first logged interval (warm-up) is left out: an interrupted run's second attempt begins with one."""
     log = tmp_path / "train.log"
-    wps = [100.0, 900.0, 500.0, 700.0]  # the first (warm-up) interval is left out: median of 900, 500, 700
-    lines = ["2026-01-01 | INFO | fairseq_cli.train | num. shared model params: 1,234,567 (num. trained: 1,234,567)"]
-    lines += [f'2026-01-01 | INFO | train_inner | {{"epoch": 1, "wps": "{w}", "num_updates": "{25 * (i + 1)}"}}'
-              for i, w in enumerate(wps)]
-    lines.append('2026-01-01 | INFO | train | {"epoch": 1, "train_loss": "7.5", "train_num_updates": "100"}')
+
+    def inner(updates, wpb, train_wall, wps):
+        return (f'2026-01-01 | INFO | train_inner | {{"epoch": 1, "wps": "{wps}", "wpb": "{wpb}", '
+                f'"num_updates": "{updates}", "train_wall": "{train_wall}"}}')
+    lines = ["# 2026-01-01 00:00:00 fairseq-train data-bin",
+             "2026-01-01 | INFO | fairseq_cli.train | num. shared model params: 1,234,567 (num. trained: 1,234,567)",
+             inner(25, 1000.0, 90, 10.0),   # warm-up: left out
+             inner(50, 2000.0, 20, 900.0),  # 25 updates x 2000 words in 20 s: 2500 words/s
+             inner(75, 1000.0, 10, 500.0),  # 25 x 1000 in 10 s: 2500
+             inner(100, 1000.0, 50, 300.0),  # 25 x 1000 in 50 s: 500 (disturbed)
+             "# 2026-01-01 01:00:00 fairseq-train data-bin",  # resumed from update 80
+             "2026-01-01 | INFO | fairseq_cli.train | num. shared model params: 1,234,567 (num. trained: 1,234,567)",
+             inner(100, 4000.0, 99, 20.0),  # the second attempt's warm-up: left out
+             inner(110, 3000.0, 20, 700.0),  # 10 x 3000 in 20 s: 1500
+             '2026-01-01 | INFO | train | {"epoch": 1, "train_loss": "7.5", "train_num_updates": "110"}']
     log.write_text("\n".join(lines) + "\n")
     s = compare.train_summary(str(log))
-    assert (s["words_per_s"], s["updates"], s["params"], s["train_loss"]) == (700.0, 100, 1234567, 7.5)
+    words, seconds = 25 * 2000 + 25 * 1000 + 25 * 1000 + 10 * 3000, 20 + 10 + 50 + 20
+    assert s["words_per_s"] == pytest.approx(words / seconds)  # 1300; fairseq's wps: median 600
+    assert (s["wps_median"], s["wps_intervals"], s["updates"], s["params"], s["train_loss"]) == (600.0, 4, 110, 1234567, 7.5)
 
 
 def test_table_rows_are_mean_and_sample_sd_over_seeds():
