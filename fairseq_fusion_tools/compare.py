@@ -226,7 +226,7 @@ def run_logged(cmd, log_path, progress=None, total=None, env=None):
     from tqdm import tqdm
 
     bar = tqdm(total=total, desc=progress, unit="upd", leave=False, dynamic_ncols=True) if total else None
-    with open(log_path, "a", encoding="utf-8") as log:
+    with open(log_path, "a", encoding="utf-8", buffering=1) as log:  # line by line: a killed run keeps its log
         log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(cmd)}\n")
         log.flush()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
