@@ -230,13 +230,18 @@ def run_logged(cmd, log_path, progress=None, total=None, env=None):
         log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(cmd)}\n")
         log.flush()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        for line in proc.stdout:
-            log.write(line)
-            m = LOG_LINE.search(line) if bar is not None else None
-            if m and m.group(1) == "train_inner":
-                bar.n = int(json.loads(m.group(2))["num_updates"])
-                bar.refresh()
-        rc = proc.wait()
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                m = LOG_LINE.search(line) if bar is not None else None
+                if m and m.group(1) == "train_inner":
+                    bar.n = int(json.loads(m.group(2))["num_updates"])
+                    bar.refresh()
+            rc = proc.wait()
+        finally:  # stopped (Ctrl-C; SIGTERM: exit_on_sigterm): fairseq-train would train on unseen, beside the next attempt
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
     if bar is not None:
         bar.close()
     return rc
@@ -360,6 +365,7 @@ def summarize(systems, runs, subsets, baseline, protocols=None, compared=None):
             row["subsets"][subset] = {
                 "sacrebleu": bleu, "sacrebleu_mean_sd": mean_sd(bleu), "tokenized_bleu": tok, "tokenized_bleu_mean_sd": mean_sd(tok),
                 "p_values": [r["significance"].get(subset, {}).get("p_value") for r in mine] if row["compared_with"] else None,
+                "deltas": [difference(r["significance"].get(subset, {})) for r in mine] if row["compared_with"] else None,
                 "same_output": [bool(r["significance"].get(subset, {}).get("same_output")) for r in mine]}
         rows.append(row)
     return rows
@@ -370,10 +376,21 @@ def _fmt(mean_sd_pair, digits=2):
     return "-" if m is None else f"{m:.{digits}f}" + ("" if sd is None else f" ± {sd:.{digits}f}")
 
 
-def _fmt_p(p, same_output):
+def difference(significance):
+    """sacreBLEU of the run minus its baseline's, both with the run's checkpoint selection (the bootstrap's scores):
+    the baseline's row may show another selection, so the means of two rows do not give it."""
+    if significance.get("bleu") is None or significance.get("baseline_bleu") is None:
+        return None
+    return significance["bleu"] - significance["baseline_bleu"]
+
+
+def _fmt_p(p, same_output, delta=None):
     if same_output:
         return "same output"
-    return "-" if p is None else f"{p:.3f}{'*' if p < 0.05 else ''}"
+    if p is None:
+        return "-"
+    p_text = f"{p:.3f}{'*' if p < 0.05 else ''}"
+    return p_text if delta is None else f"{delta:+.2f} ({p_text})"
 
 
 def protocol_text(row, baseline):
@@ -397,7 +414,7 @@ def markdown(rows, subsets, baseline):
     head = "| system |" + (" protocol |" if with_protocol else "") + " params | train words/s (ratio) |"
     rule = "|---|" + ("---|" if with_protocol else "") + "---:|---:|"
     for subset in subsets:
-        head += f" {subset} sacreBLEU | {subset} tok. BLEU | {subset} p (per seed) |"
+        head += f" {subset} sacreBLEU | {subset} tok. BLEU | {subset} Δ (p) per seed |"
         rule += "---:|---:|---|"
     lines = [head, rule]
     for r in rows:
@@ -409,8 +426,9 @@ def markdown(rows, subsets, baseline):
             f" {params} | {'-' if r['words_per_s'] is None else format(r['words_per_s'], '.0f')}{ratio} |"
         for subset in subsets:
             c = r["subsets"][subset]
-            p = "baseline" if c["p_values"] is None else ", ".join(_fmt_p(v, same) for v, same in zip(
-                c["p_values"], c.get("same_output") or [False] * len(c["p_values"])))
+            n = len(c["p_values"] or [])
+            p = "baseline" if c["p_values"] is None else ", ".join(_fmt_p(v, same, d) for v, same, d in zip(
+                c["p_values"], c.get("same_output") or [False] * n, c.get("deltas") or [None] * n))
             line += f" {_fmt(c['sacrebleu_mean_sd'])} | {_fmt(c['tokenized_bleu_mean_sd'])} | {p} |"
         lines.append(line)
     return "\n".join(lines)
@@ -554,6 +572,11 @@ def run_one(args, system, seed, label):
     return summary
 
 
+def exit_on_sigterm(signum, frame):
+    """fusion-compare's SIGTERM handler: exit by unwinding, so ``run_logged`` stops its fairseq-train."""
+    sys.exit(128 + signum)
+
+
 def main(args):
     args.train_args, args.generate_args = shlex.split(args.train_args), shlex.split(args.generate_args)
     try:
@@ -638,8 +661,9 @@ def write_results(args, systems, runs, baseline, command, complete, compared=Non
     budget += " a stage" if any(s.get("continues") for s in systems) else ""
     block = (f"{table}\n\n{'' if complete else '**Incomplete** (runs still to come). '}"
              f"{len(args.seeds)} seeds ({', '.join(map(str, args.seeds))}), {budget} each, size `{args.size}`, beam {args.beam}; "
-             f"mean ± sd over seeds; p: sacreBLEU's paired bootstrap ({args.bootstrap_samples} samples) against "
-             f"`{baseline}` of the same seed, tested with the same checkpoint selection (* p < 0.05; `same output`: translations identical to the baseline's, "
+             f"mean ± sd over seeds; Δ: sacreBLEU minus that of `{baseline}` (or the row's `p vs`) of the same seed, "
+             f"both with the row's checkpoint selection (the baseline's row shows its own); p: sacreBLEU's paired "
+             f"bootstrap ({args.bootstrap_samples} samples) of the same pair (* p < 0.05; `same output`: translations identical to the baseline's, "
              f"not tested); words/s: words over time in training steps (fairseq's train_wall: validation "
              f"and checkpoint saving left out), after the first log interval. sacreBLEU signature: `{signature}`.\n\n"
              f"{time.strftime('%Y-%m-%d')}, {machine()['platform']}, {machine()['cpus']} CPUs"

@@ -4,10 +4,14 @@ resuming (nothing redone, an interrupted run continues from its checkpoint) and 
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
+import sys
+import time
 
 import pytest
+import sacrebleu
 import torch
 
 from fairseq_fusion_tools import compare
@@ -49,24 +53,62 @@ def test_words_per_second_is_training_time_after_each_attempts_first_interval(tm
     assert (s["wps_median"], s["wps_intervals"], s["updates"], s["params"], s["train_loss"]) == (600.0, 4, 110, 1234567, 7.5)
 
 
+STOPPED_PARENT = """
+import signal, sys
+from fairseq_fusion_tools import compare
+from fairseq_fusion_tools.cli import compare as cli
+sys.argv = ["fusion-compare", "--help"]
+try:
+    cli.cli_main()  # sets fusion-compare's SIGTERM handler, prints its help and exits
+except SystemExit:
+    pass
+assert signal.getsignal(signal.SIGTERM) is compare.exit_on_sigterm
+child = "import os, time; print('pid', os.getpid(), flush=True); time.sleep(120)"
+compare.run_logged([sys.executable, "-c", child], LOG)
+"""
+
+
+def test_a_stopped_run_stops_its_training_and_keeps_its_log(tmp_path):
+    """SIGTERM to fusion-compare (as ``kill PID`` sends it) stops the fairseq-train it runs, which would otherwise
+    train on beside the next attempt; the lines printed so far are in the log while the run goes on."""
+    log = tmp_path / "train.log"
+    parent = subprocess.Popen([sys.executable, "-c", f"LOG = {str(log)!r}" + STOPPED_PARENT], cwd=REPO,
+                              stdout=subprocess.DEVNULL)
+    try:
+        deadline, line = time.time() + 60, None
+        while line is None and time.time() < deadline and parent.poll() is None:
+            time.sleep(0.1)
+            line = re.search(r"^pid (\d+)$", log.read_text() if log.exists() else "", re.M)
+        assert line, "the child's line is not in the log while it runs"  # line by line, not at close
+        child = int(line.group(1))
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        parent.kill()
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+
+
 def test_table_rows_are_mean_and_sample_sd_over_seeds():
     systems = [compare.parse_system("base=transformer"), compare.parse_system("x=fusion_transformer --flag")]
 
-    def run(system, seed, wps, bleu, tok, p=None):
+    def run(system, seed, wps, bleu, tok, p=None, baseline_bleu=None):
         return {"system": system, "seed": seed, "train": {"words_per_s": wps, "params": 2_500_000, "updates": 10},
                 "eval": {"t": {"sacrebleu": {"score": bleu}, "tokenized_bleu": {"score": tok}}},
-                "significance": {} if p is None else {"t": {"p_value": p}}}
+                "significance": {} if p is None else {"t": {"p_value": p, "bleu": bleu, "baseline_bleu": baseline_bleu}}}
 
-    runs = [run("base", 1, 1000.0, 20.0, 21.0), run("x", 1, 800.0, 23.0, 24.0, 0.01),
-            run("base", 2, 1200.0, 22.0, 23.0), run("x", 2, 900.0, 24.0, 26.0, 0.2)]
+    # x's seed 2 is tested against the baseline with x's checkpoint selection, where the baseline has 24.5, not its
+    # row's 22.0: the difference is -0.5, not the +2.0 the rows' BLEU would suggest
+    runs = [run("base", 1, 1000.0, 20.0, 21.0), run("x", 1, 800.0, 23.0, 24.0, 0.01, 20.0),
+            run("base", 2, 1200.0, 22.0, 23.0), run("x", 2, 900.0, 24.0, 26.0, 0.2, 24.5)]
     rows = compare.summarize(systems, runs, ["t"], "base")
     table = compare.markdown(rows, ["t"], "base").splitlines()
     # base: BLEU 21 +- sqrt(2) = 1.41, words/s 1100; x: 23.5 +- 0.71, 25 +- 1.41, 850 / 1100 = 0.77
     assert table[2] == "| `base` (`transformer`) | 2.50M | 1100 (1.00) | 21.00 ± 1.41 | 22.00 ± 1.41 | baseline |"
-    assert table[3] == "| `x` (`fusion_transformer --flag`) | 2.50M | 850 (0.77) | 23.50 ± 0.71 | 25.00 ± 1.41 | 0.010*, 0.200 |"
+    assert table[3] == "| `x` (`fusion_transformer --flag`) | 2.50M | 850 (0.77) | 23.50 ± 0.71 | 25.00 ± 1.41 | +3.00 (0.010*), -0.50 (0.200) |"
     runs[1]["significance"] = {"t": {"p_value": None, "same_output": True}}  # seed 1 translated as the baseline
     table = compare.markdown(compare.summarize(systems, runs, ["t"], "base"), ["t"], "base").splitlines()
-    assert table[3].endswith("| same output, 0.200 |")
+    assert table[3].endswith("| same output, -0.50 (0.200) |")
 
 
 def test_readme_block_goes_between_the_markers(tmp_path):
@@ -190,6 +232,9 @@ def test_compare_end_to_end_protocols_resume_and_refusals(slice_small_test, tmp_
                               "-m", "bleu", "--format", "json"], capture_output=True, text=True, check=True).stdout
         assert open(det[0]).read() != open(det[1]).read()  # a real test (a copy of the baseline is reported as such)
         assert rows[name]["subsets"]["test"]["p_values"][0] == pytest.approx(json.loads(out)[1]["BLEU"]["p_value"])
+        base_bleu, bleu = (sacrebleu.corpus_bleu(open(d).read().splitlines(), [open(ref).read().splitlines()]).score
+                           for d in det)
+        assert rows[name]["subsets"]["test"]["deltas"][0] == pytest.approx(bleu - base_bleu)
     table = readme.read_text()
     assert "| `combo` (`transformer_simplified_decoder --lexical-shortcuts`) | Yang et al. 2020: best valid loss |" in table
     assert (f"| `{hier}` | Dou et al. 2018: 2 stages, from `transformer`; average of the last 5; p vs `{cont}` |") in table

@@ -193,7 +193,7 @@ def test_a_prepared_or_other_folder_is_refused_without_overwrite(prepared_copy, 
     assert tree(prepared_copy) == before
     other = tmp_path / "notes"
     write(str(other), "mine.txt", ["keep me"])
-    with pytest.raises(SystemExit, match="notes is not empty and not a folder fusion-prepare-text wrote.*--overwrite"):
+    with pytest.raises(SystemExit, match="notes is not empty and not a prepared folder.*--overwrite"):
         prepare_in_process(small_prepare_args(str(other)))
     assert os.listdir(other) == ["mine.txt"]
     with pytest.raises(SystemExit, match="mine.txt is a file, not a folder"):

@@ -103,6 +103,30 @@ def test_gpt2_preparation_encodes_and_truncates(tmp_path):
     assert len(d) == 4 + 256 + 18 and d.index("0") == 4
 
 
+def test_gpt2_preparation_never_leaves_a_half_written_folder(tmp_path):
+    """A failure half-way (the test split's sides differ in length, found after train and valid were encoded)
+    leaves no --destdir; a prepared --destdir is refused in one line unless --overwrite, and kept as it was."""
+    gpt2 = tiny_gpt2(str(tmp_path / "gpt2"))
+    raw = news_sample(str(tmp_path / "raw"), 20, 4, 4)
+    with open(f"{raw}/test.target", "a", encoding="utf-8") as f:
+        f.write("one line more\n")
+    out = tmp_path / "data"
+    args = ["fusion-prepare-gpt2", "-s", "source", "-t", "target", "--trainpref", f"{raw}/train", "--validpref",
+            f"{raw}/val", "--gpt2-dir", gpt2, "--destdir", str(out)]
+    proc = run_cli(args + ["--testpref", f"{raw}/test"], check=False)
+    assert proc.returncode != 0 and "test.source has 4 lines but" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["gpt2", "raw"]  # no data, no .data.building-*
+    run_cli(args)
+    before = {f: os.path.getmtime(out / f) for f in os.listdir(out)}
+    proc = run_cli(args, check=False)
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == (
+        f"fairseq-fusion: error: --destdir {out} already holds a prepared folder: pass --overwrite to replace it "
+        "(it stays as it is until the new one is complete), or give another --destdir")
+    assert {f: os.path.getmtime(out / f) for f in os.listdir(out)} == before
+    run_cli(args + ["--overwrite", "--max-lines", "3"])
+    assert len(open(out / "tok" / "train.raw.source").readlines()) == 3
+
+
 def test_summarization_recipe_end_to_end(tmp_path):
     """prepare (GPT-2 BPE) -> train SurfaceFusion (lambda 0.8) and FGLA -> evaluate with beam 4, LP 2.0, min length
     55, no repeated trigram -> ROUGE; then layer masking of the FGLA model scored with ROUGE-L."""

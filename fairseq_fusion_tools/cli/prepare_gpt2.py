@@ -8,7 +8,8 @@ dict.txt --joined-dictionary``. ``--truncate-source N`` keeps the first N words 
 (See et al. 2017 and Ott et al. 2019: 400). The encoder files are copied to ``DESTDIR/gpt2/``, so
 ``fairseq-generate --bpe gpt2 --gpt2-encoder-json DESTDIR/gpt2/encoder.json --gpt2-vocab-bpe
 DESTDIR/gpt2/vocab.bpe`` decodes the output (``D-`` lines); ``tok/SPLIT.raw.TGT`` keeps the raw
-references.
+references. As fusion-prepare-text, the folder is built beside DESTDIR and renamed into place when complete,
+and a DESTDIR that is not empty is refused unless ``--overwrite``.
 """
 import argparse
 import json
@@ -17,7 +18,7 @@ import shutil
 
 from tqdm import tqdm
 
-from .prepare_text import binarize, read_lines, write_lines
+from .prepare_text import binarize, check_destination, name_the_destination, read_lines, staged_folder, write_lines
 from ._tools import description_of
 from fairseq_fusion.errors import fail
 
@@ -34,7 +35,9 @@ def get_parser():
     p.add_argument("--gpt2-dir", required=True, help=f"Folder with fairseq's GPT-2 BPE files: {', '.join(GPT2_FILES)}.")
     p.add_argument("--truncate-source", type=int, default=None, metavar="N", help="Keep the first N words of each source.")
     p.add_argument("--max-lines", type=int, default=None, help="Use only the first N lines of each split.")
-    p.add_argument("--destdir", required=True, help="Folder of the BPE text and the binarized data.")
+    p.add_argument("--destdir", required=True, help="Folder of the BPE text and the binarized data (new or empty).")
+    p.add_argument("--overwrite", action="store_true",
+                   help="Replace a --destdir that holds files (only once the new folder is complete).")
     p.add_argument("--workers", type=int, default=1, help="Processes of fairseq-preprocess (default: %(default)s).")
     return p
 
@@ -52,6 +55,15 @@ def main(args):
                  f"(fairseq's GPT-2 BPE files: https://dl.fbaipublicfiles.com/fairseq/gpt2_bpe/)")
     if args.truncate_source is not None and args.truncate_source < 1:
         fail(f"fusion-prepare-gpt2: --truncate-source must be >= 1, got {args.truncate_source}")
+    check_destination(args.destdir, args.overwrite)
+    with staged_folder(args.destdir) as tmp:
+        prepare(argparse.Namespace(**{**vars(args), "destdir": tmp}), get_encoder)
+        name_the_destination(os.path.join(tmp, "preprocess.log"), tmp, os.path.realpath(args.destdir))
+    print(f"| prepared {args.destdir} (built as {os.path.basename(tmp)} beside it, then renamed)", flush=True)
+
+
+def prepare(args, get_encoder):
+    """Encode and binarize into ``args.destdir`` (a new folder)."""
     src, tgt = args.source_lang, args.target_lang
     os.makedirs(os.path.join(args.destdir, "tok"), exist_ok=True)
     gpt2 = os.path.join(args.destdir, "gpt2")

@@ -340,8 +340,8 @@ def move_into(staging, destdir):
         raise
 
 
-def _is_prepared(folder):
-    """A folder fusion-prepare-text (or an older version, without prepare.json) wrote."""
+def is_prepared(folder):
+    """A folder fusion-prepare-text or fusion-prepare-gpt2 wrote (or an older version, without prepare.json)."""
     return os.path.exists(os.path.join(folder, "prepare.json")) or any(
         f.startswith("dict.") and f.endswith(".txt") for f in os.listdir(folder))
 
@@ -352,11 +352,11 @@ def check_destination(destdir, overwrite):
         fail(f"--destdir {destdir} is a file, not a folder")
     if overwrite or not os.path.isdir(destdir) or not os.listdir(destdir):
         return
-    if _is_prepared(destdir):
+    if is_prepared(destdir):
         fail(f"--destdir {destdir} already holds a prepared folder: pass --overwrite to replace it (it stays as it is "
              "until the new one is complete), or give another --destdir")
-    fail(f"--destdir {destdir} is not empty and not a folder fusion-prepare-text wrote: give a new or empty --destdir, "
-         "or --overwrite to replace it with everything in it")
+    fail(f"--destdir {destdir} is not empty and not a prepared folder (fusion-prepare-text's or fusion-prepare-gpt2's): "
+         "give a new or empty --destdir, or --overwrite to replace it with everything in it")
 
 
 @contextmanager
@@ -389,7 +389,7 @@ def staged_folder(destdir):
         raise
 
 
-def _name_the_destination(log, tmp, destdir):
+def name_the_destination(log, tmp, destdir):
     """fairseq-preprocess logged the staged folder as its --destdir: name the real one."""
     if os.path.exists(log):
         with open(log, encoding="utf-8") as f:
@@ -415,7 +415,7 @@ def main(args):
             binarize_preprocessed(staged)
         else:
             prepare(staged)
-        _name_the_destination(os.path.join(tmp, "preprocess.log"), tmp, os.path.realpath(args.destdir))
+        name_the_destination(os.path.join(tmp, "preprocess.log"), tmp, os.path.realpath(args.destdir))
     print(f"| prepared {args.destdir} (built as {os.path.basename(tmp)} beside it, then renamed)", flush=True)
 
 

@@ -177,7 +177,7 @@ recipe_prepare() {
     echo "| prepared $dest (test sets: ${TESTS[*]} -> subsets test, test1, ...)"
 }
 
-prepared() {  # DEST: skip a folder fusion-prepare-text completed (its prepare.json is written last)
+prepared() {  # DEST: skip a folder fusion-prepare-text or -gpt2 completed (each renames it into place when complete)
     [[ -f "$1/prepare.json" ]] || return 1
     echo "| $1 is prepared already: nothing to do (remove it, or give another --work, to prepare it again)"
 }
