@@ -348,6 +348,7 @@ reg("fairseq-hydra-train --config-dir \"$REPO/recipes/hydra\" --config-name tran
     files=["work/elsewhere/hydra_ckpt/checkpoint_last.pt"])
 reg("fairseq-train --user-dir $(fusion-user-dir)", "flags", mode="flags", local="a fragment: its flags")
 reg("fusion-prepare-text --overwrite", "flags", mode="flags", local="a fragment: its flags")
+reg("fusion-prepare-gpt2 --overwrite", "flags", mode="flags", local="a fragment: its flags")
 reg("fairseq-train data-bin --user-dir $(fusion-user-dir) --arch ARCH --fp16 --ddp-backend pytorch_ddp "
     "--distributed-world-size 8 ...", "distributed", mode="parse", sub=[("ARCH", "transformer_surface_fusion")],
     tiny=TINY_MODEL, local="8 CUDA GPUs: its arguments parsed and the model built")
