@@ -19,8 +19,7 @@ one with the best validation loss (Yang, Liu). Checkpoints are saved (and valida
 ``--save-interval-updates`` (default: a 20th of ``--max-update``). ``--protocol same``: one stage and the
 last checkpoint for every system. Train words/s counts training time only (words over fairseq's
 ``train_wall``, without the validations and checkpoint saves a protocol adds), after each process's first log
-interval (warm-up);
-parameters are fairseq's own count (shared embeddings counted once).
+interval (warm-up); parameters are fairseq's own count (shared embeddings counted once).
 
 Layout of ``--work`` (resumable): ``runs/NAME/seedS/`` holds ``command.json`` (the exact command;
 another command in the same place is refused rather than mixed), ``train.log`` (appended on every
@@ -228,7 +227,6 @@ def run_logged(cmd, log_path, progress=None, total=None, env=None):
     bar = tqdm(total=total, desc=progress, unit="upd", leave=False, dynamic_ncols=True) if total else None
     with open(log_path, "a", encoding="utf-8", buffering=1) as log:  # line by line: a killed run keeps its log
         log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(cmd)}\n")
-        log.flush()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         try:
             for line in proc.stdout:

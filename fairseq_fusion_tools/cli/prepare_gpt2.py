@@ -18,7 +18,7 @@ import shutil
 
 from tqdm import tqdm
 
-from .prepare_text import binarize, check_destination, name_the_destination, read_lines, staged_folder, write_lines
+from .prepare_text import binarize, build_in_place, read_lines, write_lines
 from ._tools import description_of
 from fairseq_fusion.errors import fail
 
@@ -47,23 +47,19 @@ def encode_lines(lines, encoder, desc):
 
 
 def main(args):
-    from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
-
     missing = [f for f in GPT2_FILES if not os.path.isfile(os.path.join(args.gpt2_dir, f))]
     if missing:
         fail(f"fusion-prepare-gpt2: --gpt2-dir {args.gpt2_dir} lacks {', '.join(missing)} "
                  f"(fairseq's GPT-2 BPE files: https://dl.fbaipublicfiles.com/fairseq/gpt2_bpe/)")
     if args.truncate_source is not None and args.truncate_source < 1:
         fail(f"fusion-prepare-gpt2: --truncate-source must be >= 1, got {args.truncate_source}")
-    check_destination(args.destdir, args.overwrite)
-    with staged_folder(args.destdir) as tmp:
-        prepare(argparse.Namespace(**{**vars(args), "destdir": tmp}), get_encoder)
-        name_the_destination(os.path.join(tmp, "preprocess.log"), tmp, os.path.realpath(args.destdir))
-    print(f"| prepared {args.destdir} (built as {os.path.basename(tmp)} beside it, then renamed)", flush=True)
+    build_in_place(args, prepare)
 
 
-def prepare(args, get_encoder):
+def prepare(args):
     """Encode and binarize into ``args.destdir`` (a new folder)."""
+    from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
+
     src, tgt = args.source_lang, args.target_lang
     os.makedirs(os.path.join(args.destdir, "tok"), exist_ok=True)
     gpt2 = os.path.join(args.destdir, "gpt2")

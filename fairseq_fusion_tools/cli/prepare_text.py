@@ -408,13 +408,15 @@ def main(args):
             fail(f"--{flag.replace('_', '-')} only goes with --preprocessed")
     if args.bpe_vocab_threshold is not None and args.bpe_vocab_threshold < 1:
         fail(f"--bpe-vocab-threshold must be >= 1, got {args.bpe_vocab_threshold}")
+    build_in_place(args, binarize_preprocessed if args.preprocessed else prepare)
+
+
+def build_in_place(args, build):
+    """``build(staged_args)`` into a folder beside ``args.destdir``, renamed into place when complete (a non-empty
+    --destdir refused unless --overwrite); fusion-prepare-text's and fusion-prepare-gpt2's way of writing."""
     check_destination(args.destdir, args.overwrite)
     with staged_folder(args.destdir) as tmp:
-        staged = argparse.Namespace(**{**vars(args), "destdir": tmp})
-        if args.preprocessed:
-            binarize_preprocessed(staged)
-        else:
-            prepare(staged)
+        build(argparse.Namespace(**{**vars(args), "destdir": tmp}))
         name_the_destination(os.path.join(tmp, "preprocess.log"), tmp, os.path.realpath(args.destdir))
     print(f"| prepared {args.destdir} (built as {os.path.basename(tmp)} beside it, then renamed)", flush=True)
 
