@@ -225,7 +225,11 @@ def test_compare_end_to_end_protocols_resume_and_refusals(slice_small_test, tmp_
         work, "runs", n, "seed1", "train.log")).read()).group(1))["loss"]) for n in ("transformer", cont)}
     assert first_loss[cont] < first_loss["transformer"] - 0.1  # it starts from the trained weights
     assert [int(json.loads(m)["num_updates"]) for m in re.findall(r"\| train_inner \| (\{.*\})", cont_log)] == [1, 2, 3, 4, 5]
-    # each bootstrap against its baseline under the same selection is sacreBLEU's own (its command line)
+    # each bootstrap against its baseline under the same selection is sacreBLEU's own (its command line); the
+    # plot's lower panel draws the same difference per seed, the baselines none
+    fig = compare.results_figure(res["rows"], ["test"], "title")
+    drawn = {line.get_gid(): list(line.get_ydata()) for line in fig.axes[1].lines if line.get_gid()}
+    assert sorted(drawn) == ["combo test", f"{hier} test"]
     for name, against, select in (("combo", "transformer", "best"), (hier, cont, "average5")):
         det = [os.path.join(work, "runs", n, "seed1", "eval", f"test.{select}.detok") for n in (against, name)]
         out = subprocess.run([os.path.join(BIN, "sacrebleu"), ref, "-i", *det, "--paired-bs", "--paired-bs-n", "200",
@@ -235,6 +239,10 @@ def test_compare_end_to_end_protocols_resume_and_refusals(slice_small_test, tmp_
         base_bleu, bleu = (sacrebleu.corpus_bleu(open(d).read().splitlines(), [open(ref).read().splitlines()]).score
                            for d in det)
         assert rows[name]["subsets"]["test"]["deltas"][0] == pytest.approx(bleu - base_bleu)
+        assert drawn[f"{name} test"][0] == pytest.approx(bleu - base_bleu)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
     table = readme.read_text()
     assert "| `combo` (`transformer_simplified_decoder --lexical-shortcuts`) | Yang et al. 2020: best valid loss |" in table
     assert (f"| `{hier}` | Dou et al. 2018: 2 stages, from `transformer`; average of the last 5; p vs `{cont}` |") in table
