@@ -152,7 +152,9 @@ def test_training_curve_plot():
 def test_compare_plot():
     from fairseq_fusion_tools import compare
 
-    rows = [{"system": name, "subsets": {s: {"sacrebleu_mean_sd": [30.0, 0.5], "sacrebleu": values(2, 29, 31)}
+    rows = [{"system": name, "subsets": {s: {"sacrebleu_mean_sd": [30.0, 0.5], "sacrebleu": values(2, 29, 31),
+                                             "deltas": None if name == "transformer" else values(2, -2, 2),
+                                             "p_values": None if name == "transformer" else [0.01, 0.3]}
                                          for s in ("test", "test1")}}
             for name in ("transformer", "fusion_transformer", "transformer_lexical_shortcuts_ff",
                          "transformer_hierarchical_aggregation", "shortcuts+simplified+surface")]
