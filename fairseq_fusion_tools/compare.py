@@ -374,6 +374,9 @@ def _fmt(mean_sd_pair, digits=2):
     return "-" if m is None else f"{m:.{digits}f}" + ("" if sd is None else f" ± {sd:.{digits}f}")
 
 
+SIGNIFICANT = 0.05  # the p below which the table stars a difference and the plot fills its dot
+
+
 def difference(significance):
     """sacreBLEU of the run minus its baseline's, both with the run's checkpoint selection (the bootstrap's scores):
     the baseline's row may show another selection, so the means of two rows do not give it."""
@@ -387,7 +390,7 @@ def _fmt_p(p, same_output, delta=None):
         return "same output"
     if p is None:
         return "-"
-    p_text = f"{p:.3f}{'*' if p < 0.05 else ''}"
+    p_text = f"{p:.3f}{'*' if p < SIGNIFICANT else ''}"
     return p_text if delta is None else f"{delta:+.2f} ({p_text})"
 
 
@@ -454,13 +457,13 @@ def results_figure(rows, subsets, title):
             ax_delta.bar([x], [statistics.mean(deltas)], width, color=color, alpha=0.5)
             ax_delta.plot([x] * len(deltas), deltas, "o", color="k", markerfacecolor="none", markersize=4,
                           gid=f"{r['system']} {subset}")
-            significant = [d for d, p in zip(deltas, ps) if p is not None and p < 0.05]
+            significant = [d for d, p in zip(deltas, ps) if p is not None and p < SIGNIFICANT]
             ax_delta.plot([x] * len(significant), significant, "o", color="k", markersize=4)
     ax_delta.axhline(0.0, color="k", linewidth=0.8)
     ax_delta.set_xticks(range(len(rows)))
     ax_delta.set_xticklabels([r["system"] for r in rows], rotation=90, fontsize=7)
     ax.set_ylabel("sacreBLEU (mean ± sd over seeds)")
-    ax_delta.set_ylabel("Δ vs baseline, per seed\n(filled: p < 0.05)")
+    ax_delta.set_ylabel(f"Δ vs baseline, per seed\n(filled: p < {SIGNIFICANT})")
     ax.legend(fontsize=7)
     return figure_title(fig, title, fontsize=9)
 
@@ -673,7 +676,7 @@ def write_results(args, systems, runs, baseline, command, complete, compared=Non
              f"{len(args.seeds)} seeds ({', '.join(map(str, args.seeds))}), {budget} each, size `{args.size}`, beam {args.beam}; "
              f"mean ± sd over seeds; Δ: sacreBLEU minus that of `{baseline}` (or the row's `p vs`) of the same seed, "
              f"both with the row's checkpoint selection (the baseline's row shows its own); p: sacreBLEU's paired "
-             f"bootstrap ({args.bootstrap_samples} samples) of the same pair (* p < 0.05; `same output`: translations identical to the baseline's, "
+             f"bootstrap ({args.bootstrap_samples} samples) of the same pair (* p < {SIGNIFICANT}; `same output`: translations identical to the baseline's, "
              f"not tested); words/s: words over time in training steps (fairseq's train_wall: validation "
              f"and checkpoint saving left out), after the first log interval. sacreBLEU signature: `{signature}`.\n\n"
              f"{time.strftime('%Y-%m-%d')}, {machine()['platform']}, {machine()['cpus']} CPUs"
