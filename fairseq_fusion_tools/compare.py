@@ -673,7 +673,7 @@ def write_results(args, systems, runs, baseline, command, complete, compared=Non
     budget = f"{args.max_update} updates" if args.max_update else f"{args.max_minutes:g} minutes of training"
     budget += " a stage" if any(s.get("continues") for s in systems) else ""
     block = (f"{table}\n\n{'' if complete else '**Incomplete** (runs still to come). '}"
-             f"{len(args.seeds)} seeds ({', '.join(map(str, args.seeds))}), {budget} each, size `{args.size}`, beam {args.beam}; "
+             f"{len(args.seeds)} seed{'s' if len(args.seeds) > 1 else ''} ({', '.join(map(str, args.seeds))}), {budget} each, size `{args.size}`, beam {args.beam}; "
              f"mean ± sd over seeds; Δ: sacreBLEU minus that of `{baseline}` (or the row's `p vs`) of the same seed, "
              f"both with the row's checkpoint selection (the baseline's row shows its own); p: sacreBLEU's paired "
              f"bootstrap ({args.bootstrap_samples} samples) of the same pair (* p < {SIGNIFICANT}; `same output`: translations identical to the baseline's, "

@@ -373,17 +373,18 @@ reg("for R in 0 1; do fairseq-train data-bin --user-dir $(fusion-user-dir) --arc
     tiny=f"{TINY_TRAIN} --disable-validation --save-dir work/gloo", files=["work/gloo/checkpoint_last.pt"])
 
 COMPARE_DRY = "trains 10 runs x 3 seeds (hours): --dry-run parses and validates every system's commands"
-reg("bash recipes/compare/multi30k.sh", "compare", tiny="--dry-run", local=COMPARE_DRY,
-    out=r"shortcuts\+simplified\+surface")
 reg('SIZE=base UPDATES=100000 EXTRA="--fp16" bash recipes/compare/multi30k.sh', "compare", tiny="--dry-run",
     local="CUDA, 100k updates: --dry-run", out=r"--fp16")
 reg('DATA=../shared/data WORK=compare_work SEEDS="1 2 3" UPDATES=400 SIZE=small README=1 bash recipes/compare/multi30k.sh '
     '[fusion-compare flags]', "compare", sub=[("[fusion-compare flags]", "--dry-run")], local=COMPARE_DRY,
     out=r"--max-update 400")
-reg("fusion-compare compare_work/data-bin --work compare_work --size small --max-update 400 --seeds 1 2 --test-subsets "
+reg("README=1 bash recipes/compare/multi30k.sh", "compare", tiny="--dry-run", local=COMPARE_DRY,
+    out=r"transformer_coarse_layer_attention")
+reg("fusion-compare compare_work/data-bin --work compare_work --size small --max-update 400 --seeds 1 2 3 --test-subsets "
     "test test1 --beam 5 --system transformer --system fusion_transformer --system transformer_lexical_shortcuts_ff "
     "--system transformer_hierarchical_aggregation --system transformer_phrase --system transformer_simplified_decoder "
-    "--system transformer_surface_fusion --system 'shortcuts+simplified+surface=transformer_simplified_decoder "
+    "--system transformer_surface_fusion --system transformer_coarse_layer_attention "
+    "--system 'shortcuts+simplified+surface=transformer_simplified_decoder "
     "--lexical-shortcuts --lexical-shortcuts-feature-fusion --surface-fusion hard --surface-fusion-lambda 0.9 "
     "--surface-fusion-tau 1 --surface-fusion-detach --surface-fusion-embed-dropout' --readme README.md", "compare",
     tiny="--dry-run", local=COMPARE_DRY, out=r"transformer_simplified_decoder")
