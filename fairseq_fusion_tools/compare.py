@@ -438,7 +438,8 @@ def markdown(rows, subsets, baseline):
 def results_figure(rows, subsets, title):
     """Top: sacreBLEU of each system per test subset, bars (mean, sd over seeds) and each seed as a dot. Bottom: the
     table's Δ, each seed's sacreBLEU minus its baseline's under the row's checkpoint selection (a filled dot: p < 0.05),
-    and the mean over seeds as a bar; a line per (system, subset) has the gid "SYSTEM SUBSET"."""
+    and the mean over seeds as a bar; per (system, subset) the line of all seeds has the gid "SYSTEM SUBSET", that of
+    the filled ones "SYSTEM SUBSET p<0.05" (the level SIGNIFICANT)."""
     from .analysis.common import figure_title, new_figure
 
     fig, (ax, ax_delta) = new_figure(2, 1, sharex=True, figsize=(max(5.0, 1.0 + 0.9 * len(rows)), 6.4))
@@ -458,7 +459,8 @@ def results_figure(rows, subsets, title):
             ax_delta.plot([x] * len(deltas), deltas, "o", color="k", markerfacecolor="none", markersize=4,
                           gid=f"{r['system']} {subset}")
             significant = [d for d, p in zip(deltas, ps) if p is not None and p < SIGNIFICANT]
-            ax_delta.plot([x] * len(significant), significant, "o", color="k", markersize=4)
+            ax_delta.plot([x] * len(significant), significant, "o", color="k", markersize=4,
+                          gid=f"{r['system']} {subset} p<{SIGNIFICANT}")
     ax_delta.axhline(0.0, color="k", linewidth=0.8)
     ax_delta.set_xticks(range(len(rows)))
     ax_delta.set_xticklabels([r["system"] for r in rows], rotation=90, fontsize=7)

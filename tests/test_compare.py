@@ -226,20 +226,22 @@ def test_compare_end_to_end_protocols_resume_and_refusals(slice_small_test, tmp_
     assert first_loss[cont] < first_loss["transformer"] - 0.1  # it starts from the trained weights
     assert [int(json.loads(m)["num_updates"]) for m in re.findall(r"\| train_inner \| (\{.*\})", cont_log)] == [1, 2, 3, 4, 5]
     # each bootstrap against its baseline under the same selection is sacreBLEU's own (its command line); the
-    # plot's lower panel draws the same difference per seed, the baselines none
+    # plot's lower panel draws the same difference per seed, filled where sacreBLEU's p < 0.05, the baselines none
     fig = compare.results_figure(res["rows"], ["test"], "title")
     drawn = {line.get_gid(): list(line.get_ydata()) for line in fig.axes[1].lines if line.get_gid()}
-    assert sorted(drawn) == ["combo test", f"{hier} test"]
+    assert sorted(drawn) == ["combo test", "combo test p<0.05", f"{hier} test", f"{hier} test p<0.05"]
     for name, against, select in (("combo", "transformer", "best"), (hier, cont, "average5")):
         det = [os.path.join(work, "runs", n, "seed1", "eval", f"test.{select}.detok") for n in (against, name)]
         out = subprocess.run([os.path.join(BIN, "sacrebleu"), ref, "-i", *det, "--paired-bs", "--paired-bs-n", "200",
                               "-m", "bleu", "--format", "json"], capture_output=True, text=True, check=True).stdout
         assert open(det[0]).read() != open(det[1]).read()  # a real test (a copy of the baseline is reported as such)
-        assert rows[name]["subsets"]["test"]["p_values"][0] == pytest.approx(json.loads(out)[1]["BLEU"]["p_value"])
+        p_value = json.loads(out)[1]["BLEU"]["p_value"]
+        assert rows[name]["subsets"]["test"]["p_values"][0] == pytest.approx(p_value)
         base_bleu, bleu = (sacrebleu.corpus_bleu(open(d).read().splitlines(), [open(ref).read().splitlines()]).score
                            for d in det)
         assert rows[name]["subsets"]["test"]["deltas"][0] == pytest.approx(bleu - base_bleu)
         assert drawn[f"{name} test"][0] == pytest.approx(bleu - base_bleu)
+        assert (pytest.approx(bleu - base_bleu) in drawn[f"{name} test p<0.05"]) == (p_value < 0.05)  # seed 1 filled?
     import matplotlib.pyplot as plt
 
     plt.close(fig)
