@@ -3,6 +3,7 @@
 Loaded by fairseq through ``--user-dir fairseq_fusion``; importing it registers the
 ``fusion_transformer`` model family, our criterions and tasks, allow-lists the few
 classes fairseq checkpoints pickle, so they load under torch >= 2.6 (``weights_only``),
+turns off cuDNN's attention kernels on CUDA (``attention_backends``: a plan per batch shape),
 lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``), and fixes two fairseq
 0.12 bugs that change what users measure (``fairseq_fixes``: the last batch dropped when its
 size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the CUDA extension), and filters the notices of
@@ -18,8 +19,9 @@ from . import torch_version  # noqa: E402
 
 torch_version.check_torch()  # torch >= the oldest tested, or one line saying so
 
-from . import checkpoint_safety, distributed_cpu, entry_checks, fairseq_fixes  # noqa: E402
+from . import attention_backends, checkpoint_safety, distributed_cpu, entry_checks, fairseq_fixes  # noqa: E402
 
+attention_backends.configure()  # no cuDNN attention on CUDA: it plans per batch shape (FUSION_CUDNN_ATTENTION=1 keeps it)
 checkpoint_safety.allow_fairseq_checkpoint_globals()
 distributed_cpu.patch_fairseq_ddp()
 fairseq_fixes.patch_fairseq()

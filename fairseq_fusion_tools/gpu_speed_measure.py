@@ -1,0 +1,149 @@
+"""What ``fusion-gpu-speed`` measures, in its own process: training steps through fairseq's ``Trainer`` (the path of
+fairseq-train, ``--fp16``/``--bf16`` as parsed by its parser), decoding through fairseq's ``SequenceGenerator`` with a
+forced output length, the matrix-product rate of the device, FLOPs (``FlopCounterMode``) and profiles
+(``torch.profiler``) of single steps.
+"""
+import time
+
+from .benchmark import count_flops
+from .gpu_check_train import parse, train_argv
+
+ATTENTION_KERNEL_WORDS = ("cudnn", "fmha", "flash", "efficient", "attention", "sdpa")
+
+
+def sync(cuda):
+    if cuda:
+        import torch
+        torch.cuda.synchronize()
+
+
+def matmul_rate(cuda, n=None, repeats=10):
+    """FLOP/s of an n x n x n matrix product: bf16 on CUDA (8192), fp32 on the CPU (512; the smoke mode)."""
+    import torch
+
+    n = n or (8192 if cuda else 512)
+    device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
+    gen = torch.Generator(device=device).manual_seed(0)
+    a, b = (torch.randn(n, n, device=device, dtype=dtype, generator=gen) for _ in range(2))
+    for _ in range(3):
+        a @ b
+    sync(cuda)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    sync(cuda)
+    seconds = time.perf_counter() - start
+    return {"flops_per_s": 2 * n ** 3 * repeats / seconds, "n": n, "dtype": str(dtype).replace("torch.", ""),
+            "repeats": repeats}
+
+
+def build_trainer(task, data, arch, dtype, size, max_tokens, cpu):
+    """fairseq's Trainer for ``arch`` in ``dtype`` at ``size`` with ``--max-tokens``, and its epoch iterator."""
+    import numpy as np
+    from fairseq import utils
+    from fairseq.trainer import Trainer
+
+    argv = train_argv(data, arch, dtype, size, updates=10 ** 6, seed=1, cpu=cpu) + ["--max-tokens", str(max_tokens)]
+    cfg = parse(argv)
+    np.random.seed(1)
+    utils.set_torch_seed(1)
+    model = task.build_model(cfg.model)
+    trainer = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+    epoch_itr = trainer.get_train_iterator(epoch=1, load_dataset=False, disable_iterator_cache=True)
+    trainer.begin_epoch(epoch_itr.epoch)
+    return trainer, epoch_itr
+
+
+def batches(epoch_itr):
+    """Training batches without end (a new shuffled epoch after each)."""
+    while True:
+        for sample in epoch_itr.next_epoch_itr(shuffle=True):
+            yield sample
+
+
+def shape_of(sample):
+    return (int(sample["nsentences"]), int(sample["net_input"]["src_tokens"].size(1)), int(sample["target"].size(1)))
+
+
+def take_new_shapes(stream, seen, n, epoch_len):
+    """Up to ``n`` batches whose shape (sentences, source and target length) is not in ``seen`` (added to it); looks
+    through at most two epochs (an epoch's batches are the same each epoch, in another order)."""
+    out = []
+    for i, sample in enumerate(stream):
+        if shape_of(sample) not in seen:
+            seen.add(shape_of(sample))
+            out.append(sample)
+            if len(out) == n:
+                break
+        if i >= 2 * epoch_len:
+            break
+    return out
+
+
+def timed_step(trainer, sample, cuda):
+    """Seconds of one ``trainer.train_step``, the device synchronized before and after."""
+    sync(cuda)
+    start = time.perf_counter()
+    trainer.train_step([sample])
+    sync(cuda)
+    return time.perf_counter() - start
+
+
+def profiled_step(trainer, sample, cuda, top=8):
+    """One training step under ``torch.profiler`` (CPU and CUDA activity): where its time goes."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    sync(cuda)
+    start = time.perf_counter()
+    with profile(activities=activities) as prof:
+        trainer.train_step([sample])
+        sync(cuda)
+    wall = time.perf_counter() - start
+    events = prof.key_averages()
+
+    def device_us(e):
+        return getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) or 0
+
+    def row(e, us):
+        return {"name": e.key[:120], "ms": us / 1e3, "calls": e.count}
+
+    by_cpu = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
+    by_device = sorted(events, key=device_us, reverse=True)[:top]
+    attention = sorted({e.key[:120] for e in events if device_us(e) > 0
+                        and any(w in e.key.lower() for w in ATTENTION_KERNEL_WORDS)})
+    return {"wall_ms": wall * 1e3, "device_busy_ms": sum(device_us(e) for e in events) / 1e3,
+            "top_cpu": [row(e, e.self_cpu_time_total) for e in by_cpu],
+            "top_device": [row(e, device_us(e)) for e in by_device if device_us(e) > 0],
+            "attention_kernels": attention, "cudnn_attention_on": torch.backends.cuda.cudnn_sdp_enabled()}
+
+
+def forced_length_decode(task, model, beams, sentences, batch_size, length, cuda, count):
+    """Sentences/s (and, with ``count``, FLOPs per output token) of beam search with exactly ``length`` tokens."""
+    import torch
+    from fairseq import utils
+    from fairseq.sequence_generator import SequenceGenerator
+
+    dataset = task.dataset("test")
+    order = dataset.ordered_indices()
+    order = order[order < sentences]
+    samples = [dataset.collater([dataset[j] for j in b]) for b in dataset.batch_by_size(order, max_sentences=batch_size)]
+    samples = [utils.move_to_cuda(s) for s in samples] if cuda else samples
+    model.eval()
+    speed, flops = {}, {}
+    for beam in beams:
+        generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_a=0, max_len_b=length,
+                                      min_len=length)
+        with torch.no_grad():
+            generator.generate([model], samples[0])  # warm-up
+            sync(cuda)
+            start = time.perf_counter()
+            for sample in samples:
+                generator.generate([model], sample)
+            sync(cuda)
+        speed[str(beam)] = sum(int(s["nsentences"]) for s in samples) / (time.perf_counter() - start)
+        if count:
+            flops[str(beam)] = count_flops(lambda: generator.generate([model], samples[0]), no_grad=True) / (
+                int(samples[0]["nsentences"]) * (length + 1))
+    return speed, flops

@@ -1,0 +1,121 @@
+"""``fusion-gpu-speed``'s tables: the profile (ms per step before and after the plugin's attention setting, where the
+time goes) and the benchmark (the transformer's words/s, ms per step and MFU; per arch the median over rounds of its
+ratios to the transformer, the FLOP-ideal ratios, efficiencies, memory ratio and the paper's ratio), with the
+targets of issue 39 (MFU >= 25% at the largest batch and >= 10% at 4096, efficiency >= 0.9, the paper's ratio).
+"""
+import statistics
+
+MFU_TARGETS = {4096: 0.10}  # and 0.25 at the largest --max-tokens above 4096
+EFFICIENCY_TARGET = 0.9
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(records):
+    """One row per (arch, dtype, max_tokens), medians over the rounds."""
+    from .benchmark_report import paper_ratios
+
+    groups = {}
+    for r in records:
+        groups.setdefault((r["arch"], r["dtype"], r["max_tokens"]), []).append(r)
+    largest = max((r["max_tokens"] for r in records), default=0)
+    rows = []
+    for (arch, dtype, max_tokens), runs in groups.items():
+        row = {"arch": arch, "dtype": dtype, "max_tokens": max_tokens, "runs": len(runs),
+               "words_per_s": _median(r["words_per_s"] for r in runs),
+               "ms_per_step": _median(r["ms_per_step"] for r in runs), "mfu": _median(r["mfu"] for r in runs)}
+        if arch == "transformer":
+            target = MFU_TARGETS.get(max_tokens, 0.25 if max_tokens == largest and max_tokens > 4096 else None)
+            row["mfu_target"] = target
+            row["mfu_target_met"] = None if target is None else row["mfu"] >= target
+        else:
+            train_paper, decode_paper = paper_ratios(arch)
+            ratios = [r["train_ratio"] for r in runs if "train_ratio" in r]
+            row.update(train_ratio=_median(ratios), train_spread=(min(ratios), max(ratios)) if ratios else None,
+                       train_flop_ideal=runs[0].get("train_flop_ideal"),
+                       train_efficiency=_median(r.get("train_efficiency") for r in runs),
+                       memory_ratio=_median(r.get("memory_ratio") for r in runs),
+                       paper_train=train_paper, paper_decode=decode_paper)
+            decoded = [r for r in runs if "decode_ratio" in r]
+            if decoded:
+                row["decode_ratio"] = {b: _median(r["decode_ratio"][b] for r in decoded) for b in decoded[0]["decode_ratio"]}
+                row["decode_flop_ideal"] = decoded[0]["decode_flop_ideal"]
+                row["decode_efficiency"] = {b: _median(r["decode_efficiency"][b] for r in decoded)
+                                            for b in decoded[0]["decode_efficiency"]}
+            row["efficiency_target_met"] = (None if row["train_efficiency"] is None
+                                            else row["train_efficiency"] >= EFFICIENCY_TARGET)
+            row["paper_target_met"] = (None if train_paper is None or row["train_ratio"] is None
+                                       else row["train_ratio"] >= train_paper)
+        rows.append(row)
+    return rows
+
+
+def _f(v, fmt="{:.2f}"):
+    return "-" if v is None else fmt.format(v)
+
+
+def profile_table(profile):
+    lines = ["| arch | dtype | attention | ms/step, new shapes | ms/step, seen shapes | device busy, new (ms) | "
+             "top CPU cost of a new-shape step | attention kernels |", "|---|---|---|---:|---:|---:|---|---|"]
+    for r in profile:
+        p = r["profile_new_shape"]
+        top = p["top_cpu"][0] if p["top_cpu"] else None
+        lines.append(f"| `{r['arch']}` | {r['dtype']} | {r['setting']} (cuDNN {'on' if r['cudnn_attention'] else 'off'}) | "
+                     f"{r['median_ms_new']:.1f} | {r['median_ms_seen']:.1f} | {p['device_busy_ms']:.1f} | "
+                     f"{'-' if top is None else top['name'] + ' ' + format(top['ms'], '.1f') + ' ms'} | "
+                     f"{', '.join(k[:40] for k in p['attention_kernels'][:3]) or '-'} |")
+    return "\n".join(lines)
+
+
+def transformer_table(rows):
+    lines = ["| dtype | --max-tokens | words/s | ms/step | MFU | target | met |", "|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if r["arch"] == "transformer":
+            met = {True: "yes", False: "no", None: "-"}[r["mfu_target_met"]]
+            lines.append(f"| {r['dtype']} | {r['max_tokens']} | {r['words_per_s']:.0f} | {r['ms_per_step']:.1f} | "
+                         f"{100 * r['mfu']:.1f}% | {_f(r['mfu_target'] and 100 * r['mfu_target'], '{:.0f}%')} | {met} |")
+    return "\n".join(lines)
+
+
+def arch_table(rows):
+    lines = ["| arch | dtype | --max-tokens | train ratio (spread) | FLOP-ideal | efficiency | paper train | "
+             "decode ratio b4 / b10 | FLOP-ideal b4 / b10 | paper decode | memory ratio | targets met |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        if r["arch"] == "transformer":
+            continue
+        spread = r["train_spread"]
+        dec, ideal = r.get("decode_ratio"), r.get("decode_flop_ideal")
+        met = [name for name, ok in (("efficiency", r["efficiency_target_met"]), ("paper", r["paper_target_met"])) if ok]
+        missed = [name for name, ok in (("efficiency", r["efficiency_target_met"]), ("paper", r["paper_target_met"]))
+                  if ok is False]
+        lines.append(
+            f"| `{r['arch']}` | {r['dtype']} | {r['max_tokens']} | {_f(r['train_ratio'])}"
+            f" ({_f(spread and spread[0])}-{_f(spread and spread[1])}) | {_f(r['train_flop_ideal'])} | "
+            f"{_f(r['train_efficiency'])} | {_f(r['paper_train'])} | "
+            f"{'-' if not dec else _f(dec.get('4')) + ' / ' + _f(dec.get('10'))} | "
+            f"{'-' if not ideal else _f(ideal.get('4')) + ' / ' + _f(ideal.get('10'))} | {_f(r['paper_decode'])} | "
+            f"{_f(r['memory_ratio'])} | {', '.join(met) or '-'}{'; missed: ' + ', '.join(missed) if missed else ''} |")
+    return "\n".join(lines)
+
+
+def markdown(doc, short=False):
+    m, rate = doc["machine"], doc["matmul_rate"]
+    out = [] if short else [
+        "# fusion-gpu-speed", "",
+        f"{m['date']}, {m['device']}; torch {m['torch']}, CUDA {m['cuda']}, cuDNN {m.get('cudnn', '-')}, "
+        f"fairseq {m['fairseq']}, Python {m['python']}; {doc.get('elapsed_s', 0):.0f} s. Matrix-product rate "
+        f"({rate['dtype']}, {rate['n']}^3): {rate['flops_per_s'] / 1e12:.1f} TFLOP/s. cuDNN attention: torch's default "
+        f"{'on' if m['cudnn_attention_torch_default'] else 'off'}, in the benchmark "
+        f"{'on' if m['cudnn_attention_in_benchmark'] else 'off'}.", ""]
+    if doc.get("profile"):
+        out += ["## Profile: one training step", "", profile_table(doc["profile"]), ""]
+    if doc.get("rows"):
+        out += ["## Benchmark: transformer", "", transformer_table(doc["rows"]), "",
+                "## Benchmark: archs against the transformer (medians over rounds)", "", arch_table(doc["rows"]), ""]
+    if doc.get("stopped"):
+        out += [f"Note: {doc['stopped']}.", ""]
+    return "\n".join(out)
