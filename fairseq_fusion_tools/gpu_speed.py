@@ -27,7 +27,7 @@ import time
 from . import atomic_files
 from fairseq_fusion.errors import fail
 
-STAGES = ("profile", "benchmark")
+STAGES = ("profile", "overhead", "benchmark")
 HEADLINE_ARCHS = ("transformer_lexical_shortcuts_ff,transformer_hierarchical_aggregation,transformer_multilayer_attention,"
                   "transformer_phrase,transformer_simplified_decoder,transformer_fine_grained_layer_attention,"
                   "transformer_surface_fusion")
@@ -145,6 +145,48 @@ def run_profile(args, task, data, dtypes, cuda, seen, log):
                         torch.cuda.empty_cache()
     finally:
         torch.backends.cuda.enable_cudnn_sdp(plugin_setting)
+    return results
+
+
+# ---- overhead -----------------------------------------------------------------------------------------------------
+
+def run_overhead(args, task, data, dtypes, cuda, log):
+    """Where a step's time goes once attention is fixed: the host's cost per kernel launch, launches per step, the
+    model's forward+backward alone against fairseq's whole train_step, and train_step with a fused optimizer."""
+    import contextlib
+    from unittest import mock
+
+    import torch
+    from fairseq.optim import adam as fairseq_adam
+    from . import gpu_speed_measure as m
+
+    results = {"launch_us": m.launch_us(cuda), "runs": []}
+    log(f"| overhead: {results['launch_us']:.1f} us per kernel launch issued back to back")
+    for dtype in dtypes:
+        for optimizer in ("fairseq-adam", "torch-fused-adamw"):
+            patch = (mock.patch.object(fairseq_adam, "get_fused_adam_class", m.torch_fused_adamw)
+                     if optimizer != "fairseq-adam" else contextlib.nullcontext())
+            with patch:
+                trainer, itr = m.build_trainer(task, data, "transformer", dtype, args.size, args.max_tokens[0], not cuda)
+                samples = [s for s, _ in zip(m.batches(itr), range(args.profile_steps + 2))]
+                for s in samples[:2]:
+                    m.timed_step(trainer, s, cuda)
+                step = [1e3 * m.timed_step(trainer, s, cuda) for s in samples[2:]]
+                r = {"arch": "transformer", "dtype": dtype, "optimizer": optimizer, "max_tokens": args.max_tokens[0],
+                     "optimizer_class": type(trainer.optimizer.fp32_optimizer._optimizer if hasattr(
+                         trainer.optimizer, "fp32_optimizer") else trainer.optimizer._optimizer).__name__,
+                     "median_ms_train_step": statistics.median(step),
+                     "launches_per_step": m.launches_per_step(trainer, samples[2], cuda)}
+                if optimizer == "fairseq-adam":
+                    fb = [1e3 * m.forward_backward_s(trainer, s, cuda) for s in samples[2:]]
+                    r["median_ms_forward_backward"] = statistics.median(fb)
+                results["runs"].append(r)
+                log(f"| overhead transformer {dtype} {optimizer} ({r['optimizer_class']}): {r['median_ms_train_step']:.1f} "
+                    f"ms/train_step, {r.get('median_ms_forward_backward', float('nan')):.1f} ms forward+backward alone, "
+                    f"{r['launches_per_step']} launches/step")
+                del trainer
+                if cuda:
+                    torch.cuda.empty_cache()
     return results
 
 
@@ -288,6 +330,9 @@ def main(args):
     seen = set()
     if "profile" in stages:
         doc["profile"] = run_profile(args, task, data, dtypes, cuda, seen, log)
+        save()
+    if "overhead" in stages:
+        doc["overhead"] = run_overhead(args, task, data, dtypes, cuda, log)
         save()
     if "benchmark" in stages:
         rate = {**doc["matmul_rate"]}

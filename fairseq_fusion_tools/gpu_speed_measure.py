@@ -147,3 +147,63 @@ def forced_length_decode(task, model, beams, sentences, batch_size, length, cuda
             flops[str(beam)] = count_flops(lambda: generator.generate([model], samples[0]), no_grad=True) / (
                 int(samples[0]["nsentences"]) * (length + 1))
     return speed, flops
+
+
+def launch_us(cuda, n=2000):
+    """Microseconds per kernel launch when the host issues them back to back (a 1-element in-place add)."""
+    import torch
+
+    x = torch.zeros(1, device="cuda" if cuda else "cpu")
+    for _ in range(100):
+        x.add_(1)
+    sync(cuda)
+    start = time.perf_counter()
+    for _ in range(n):
+        x.add_(1)
+    sync(cuda)
+    return 1e6 * (time.perf_counter() - start) / n
+
+
+def launches_per_step(trainer, sample, cuda):
+    """Kernel launches the host issues in one training step (the profiler's runtime-API calls)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if not cuda:
+        return None
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        trainer.train_step([sample])
+        sync(cuda)
+    return sum(e.count for e in prof.key_averages() if e.key.startswith(("cudaLaunch", "cuLaunch")))
+
+
+def forward_backward_s(trainer, sample, cuda):
+    """Seconds of the model's forward and backward alone (the criterion's loss, no optimizer, no trainer)."""
+    from fairseq import utils
+
+    model, criterion = trainer.model, trainer.criterion
+    model.train()
+    sample = utils.move_to_cuda(sample) if cuda else sample
+    sync(cuda)
+    start = time.perf_counter()
+    loss, _, _ = criterion(model, sample)
+    loss.backward()
+    sync(cuda)
+    seconds = time.perf_counter() - start
+    model.zero_grad(set_to_none=True)
+    return seconds
+
+
+def torch_fused_adamw():
+    """A stand-in for apex's FusedAdam that fairseq's ``--optimizer adam`` takes when it is found: torch's
+    ``AdamW(fused=True)`` (decoupled weight decay as fairseq's Adam; eps added after the bias correction of the
+    second moment, where fairseq's Adam adds it before: a diagnostic, not a drop-in)."""
+    import torch
+
+    class TorchFusedAdamW(torch.optim.AdamW):
+        supports_memory_efficient_fp16 = False
+        supports_flat_params = True
+
+        def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, **unused):
+            super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=True)
+
+    return TorchFusedAdamW
