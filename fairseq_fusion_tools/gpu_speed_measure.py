@@ -9,6 +9,13 @@ from .benchmark import count_flops
 from .gpu_check_train import parse, train_argv
 
 ATTENTION_KERNEL_WORDS = ("cudnn", "fmha", "flash", "efficient", "attention", "sdpa")
+# ranges fairseq's trainer and task mark with record_function: they hold ops, they are not costs of their own
+FAIRSEQ_RANGES = {"forward", "backward", "optimizer", "clip-grads", "multiply-grads", "reduce-grads"}
+
+
+def is_range(name):
+    """A labelled range (fairseq's, or torch's ``Optimizer.step#Adam.step``) rather than an operator or kernel."""
+    return name in FAIRSEQ_RANGES or "#" in name
 
 
 def sync(cuda):
@@ -101,7 +108,7 @@ def profiled_step(trainer, sample, cuda, top=8):
         trainer.train_step([sample])
         sync(cuda)
     wall = time.perf_counter() - start
-    events = prof.key_averages()
+    events = [e for e in prof.key_averages() if not is_range(e.key)]
 
     def device_us(e):
         return getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) or 0
@@ -113,7 +120,12 @@ def profiled_step(trainer, sample, cuda, top=8):
     by_device = sorted(events, key=device_us, reverse=True)[:top]
     attention = sorted({e.key[:120] for e in events if device_us(e) > 0
                         and any(w in e.key.lower() for w in ATTENTION_KERNEL_WORDS)})
-    return {"wall_ms": wall * 1e3, "device_busy_ms": sum(device_us(e) for e in events) / 1e3,
+    from torch.autograd import DeviceType
+
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA and not is_range(e.name)
+               and not getattr(e, "is_user_annotation", False)]
+    return {"wall_ms": wall * 1e3, "kernel_ms": sum(e.time_range.elapsed_us() for e in kernels) / 1e3,
+            "launches": sum(e.count for e in events if e.key.startswith(("cudaLaunch", "cuLaunch"))),
             "top_cpu": [row(e, e.self_cpu_time_total) for e in by_cpu],
             "top_device": [row(e, device_us(e)) for e in by_device if device_us(e) > 0],
             "attention_kernels": attention, "cudnn_attention_on": torch.backends.cuda.cudnn_sdp_enabled()}

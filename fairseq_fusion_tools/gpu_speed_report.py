@@ -57,16 +57,33 @@ def _f(v, fmt="{:.2f}"):
     return "-" if v is None else fmt.format(v)
 
 
+def _top_ops(entries, n=2):
+    from .gpu_speed_measure import is_range
+
+    ops = [e for e in entries if not is_range(e["name"])][:n]
+    return ", ".join(f"{e['name']} {e['ms']:.1f} ms" for e in ops) or "-"
+
+
 def profile_table(profile):
-    lines = ["| arch | dtype | attention | ms/step, new shapes | ms/step, seen shapes | device busy, new (ms) | "
-             "top CPU cost of a new-shape step | attention kernels |", "|---|---|---|---:|---:|---:|---|---|"]
+    lines = ["| arch | dtype | attention | ms/step, new shapes | ms/step, seen shapes | largest host costs of a "
+             "new-shape step | GPU kernel time (ms) | attention kernels |", "|---|---|---|---:|---:|---|---:|---|"]
     for r in profile:
         p = r["profile_new_shape"]
-        top = p["top_cpu"][0] if p["top_cpu"] else None
+        kernels = sorted({k.split("(")[0] for k in p["attention_kernels"] if k.startswith("aten::")})
         lines.append(f"| `{r['arch']}` | {r['dtype']} | {r['setting']} (cuDNN {'on' if r['cudnn_attention'] else 'off'}) | "
-                     f"{r['median_ms_new']:.1f} | {r['median_ms_seen']:.1f} | {p['device_busy_ms']:.1f} | "
-                     f"{'-' if top is None else top['name'] + ' ' + format(top['ms'], '.1f') + ' ms'} | "
-                     f"{', '.join(k[:40] for k in p['attention_kernels'][:3]) or '-'} |")
+                     f"{r['median_ms_new']:.1f} | {r['median_ms_seen']:.1f} | {_top_ops(p['top_cpu'])} | "
+                     f"{_f(p.get('kernel_ms'), '{:.1f}')} | {', '.join(kernels) or '-'} |")
+    return "\n".join(lines)
+
+
+def overhead_table(overhead):
+    lines = [f"Host cost of one kernel launch issued back to back: {overhead['launch_us']:.1f} us.", "",
+             "| arch | dtype | optimizer | ms/train_step | ms forward+backward alone | kernel launches/step |",
+             "|---|---|---|---:|---:|---:|"]
+    for r in overhead["runs"]:
+        lines.append(f"| `{r['arch']}` | {r['dtype']} | {r['optimizer']} ({r['optimizer_class']}) | "
+                     f"{r['median_ms_train_step']:.1f} | {_f(r.get('median_ms_forward_backward'), '{:.1f}')} | "
+                     f"{r['launches_per_step'] if r['launches_per_step'] is not None else '-'} |")
     return "\n".join(lines)
 
 
@@ -113,6 +130,8 @@ def markdown(doc, short=False):
         f"{'on' if m['cudnn_attention_in_benchmark'] else 'off'}.", ""]
     if doc.get("profile"):
         out += ["## Profile: one training step", "", profile_table(doc["profile"]), ""]
+    if doc.get("overhead"):
+        out += ["## Overhead: where the step's time goes once attention is fixed", "", overhead_table(doc["overhead"]), ""]
     if doc.get("rows"):
         out += ["## Benchmark: transformer", "", transformer_table(doc["rows"]), "",
                 "## Benchmark: archs against the transformer (medians over rounds)", "", arch_table(doc["rows"]), ""]
