@@ -55,5 +55,11 @@ bench-memory: install
 gpu-check: install
 	FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH fusion-gpu-check
 
+# the GPU speed run (README: Speed on the GPU): profile, overhead and the base-size benchmark, about 10 minutes on one
+# GPU; report in work/gpu_speed/report.{json,md}. Without CUDA: one line, exit 0
+.PHONY: gpu-speed
+gpu-speed: install
+	FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH fusion-gpu-speed
+
 clean:
 	rm -rf $(VENV) .venv-compat demo_work *.egg-info

@@ -7,11 +7,14 @@ Stages (``--stages``), in one process, within ``--budget-minutes``:
   with the plugin's (cuDNN attention off, ``fairseq_fusion/attention_backends.py``): ms per step on batch shapes new
   to the process and on shapes already seen, and a ``torch.profiler`` table of one step of each kind (top CPU and
   device costs, the attention kernels that ran).
-- ``benchmark``: per round, ``transformer``, the headline archs (order rotated each round), ``transformer`` again;
-  each is trained (``--warmup-updates`` then ``--updates`` timed) in every dtype at every ``--max-tokens`` and
+- ``overhead``: where a step's time goes once attention is fixed: the host's cost of one kernel launch, launches
+  per step, the model's forward+backward alone against fairseq's whole ``train_step``, and ``train_step`` with torch's
+  fused AdamW in place of fairseq's Adam (a diagnostic: its eps placement differs).
+- ``benchmark``: ``transformer``, then per round the headline archs (order rotated each round) and ``transformer``
+  again, so that every arch run lies between two transformer runs; each is trained (``--warmup-updates`` then ``--updates`` timed) in every dtype at every ``--max-tokens`` and
   decodes the test set at beams 4 and 10 with a forced length. Per run: words/s, ms per step, MFU (FLOPs per target
   token from ``FlopCounterMode`` x words/s over the bf16 matrix-product rate measured at the start), peak memory;
-  per arch the ratio to the mean of its round's two transformer runs, the FLOP-ideal ratio, the efficiency (ratio
+  per arch the ratio to the mean of the two transformer runs around it, the FLOP-ideal ratio, the efficiency (ratio
   over FLOP-ideal), the memory ratio and the paper's reported ratio.
 
 Writes ``--out``.json (one record per run) and ``--out``.md, rewritten after every run. The data is Multi30k as
@@ -49,13 +52,13 @@ def get_parser():
     p.add_argument("--max-tokens", default="4096,16384", help="Batch sizes in target tokens (default: %(default)s).")
     p.add_argument("--size", choices=("tiny", "small", "base", "big"), default="base", help="Model size (default: %(default)s).")
     p.add_argument("--rounds", type=int, default=3, help="Benchmark rounds (default: %(default)s).")
-    p.add_argument("--warmup-updates", type=int, default=5, help="Updates before the timed ones (default: %(default)s).")
-    p.add_argument("--updates", type=int, default=20, help="Timed updates per run (default: %(default)s).")
-    p.add_argument("--profile-steps", type=int, default=5,
+    p.add_argument("--warmup-updates", type=int, default=3, help="Updates before the timed ones (default: %(default)s).")
+    p.add_argument("--updates", type=int, default=15, help="Timed updates per run (default: %(default)s).")
+    p.add_argument("--profile-steps", type=int, default=4,
                    help="Timed steps on new shapes and again on seen shapes per profile setting (default: %(default)s).")
     p.add_argument("--decode-sentences", type=int, default=256, help="Test sentences decoded (default: %(default)s).")
     p.add_argument("--decode-length", type=int, default=30, help="Forced output length (default: %(default)s).")
-    p.add_argument("--budget-minutes", type=float, default=9.0,
+    p.add_argument("--budget-minutes", type=float, default=9.5,
                    help="The whole run's budget; the benchmark stops before a run would pass it (default: %(default)s).")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cuda (default) or cpu: the smoke mode.")
     return p
@@ -239,15 +242,18 @@ def measure_arch(args, task, data, arch, dtypes, cuda, rate, flops_cache, rnd):
 
 
 def ratio_fields(records):
-    """Per arch run: its ratio to the mean of its round's transformer runs of the same dtype and max-tokens (train and
-    decode), the FLOP-ideal ratios, the efficiencies and the memory ratio; set on the records in place."""
+    """Per arch run of round k: its ratio to the mean of the transformer runs around it (the one that closed round
+    k-1, ``round`` k-1, and the one that closes round k) of the same dtype and max-tokens, for training and decoding;
+    the FLOP-ideal ratios, the efficiencies and the memory ratio. Set on the records in place."""
     base = {}
     for r in records:
         if r["arch"] == "transformer":
             base.setdefault((r["round"], r["dtype"], r["max_tokens"]), []).append(r)
     for r in records:
-        bases = base.get((r["round"], r["dtype"], r["max_tokens"]))
-        if r["arch"] == "transformer" or not bases:
+        if r["arch"] == "transformer":
+            continue
+        bases = [b for k in (r["round"] - 1, r["round"]) for b in base.get((k, r["dtype"], r["max_tokens"]), [])]
+        if not bases:
             continue
         mean = lambda key: statistics.mean(b[key] for b in bases)  # noqa: E731
         r["train_ratio"] = r["words_per_s"] / mean("words_per_s")
@@ -265,11 +271,12 @@ def ratio_fields(records):
 
 
 def run_benchmark(args, task, data, archs, dtypes, cuda, rate, deadline, save, log):
+    """``transformer`` (round 0), then per round k the archs (rotated) and ``transformer`` (round k)."""
     records, flops_cache, last_s = [], {}, 0.0
     stopped = None
-    for rnd in range(1, args.rounds + 1):
+    for rnd in range(0, args.rounds + 1):
         shift = (rnd - 1) % len(archs) if archs else 0
-        order = ["transformer", *archs[shift:], *archs[:shift], "transformer"]
+        order = ["transformer"] if rnd == 0 else [*archs[shift:], *archs[:shift], "transformer"]
         for i, arch in enumerate(order):
             if time.time() + 1.2 * last_s > deadline:
                 stopped = f"stopped at the budget in round {rnd}, before {arch} ({i + 1}/{len(order)})"

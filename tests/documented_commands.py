@@ -325,6 +325,10 @@ reg("make gpu-check", "make", run=f"{MAKE} gpu-check", env={"CUDA_VISIBLE_DEVICE
     local="needs CUDA (10 minutes on a GPU): its no-CUDA form runs (CUDA hidden), one line and exit 0; the CPU smoke "
           "mode is tests/test_gpu_check.py", out=r"(?m)^fusion-gpu-check: no CUDA device here \(torch [^\n]*\s*\Z")
 
+reg("make gpu-speed", "make", run=f"{MAKE} gpu-speed", env={"CUDA_VISIBLE_DEVICES": ""},
+    local="needs CUDA (10 minutes on a GPU): its no-CUDA form runs (CUDA hidden), one line and exit 0; the CPU smoke "
+          "mode is tests/test_gpu_speed.py", out=r"(?m)^fusion-gpu-speed: no CUDA device here \(torch [^\n]*\s*\Z")
+
 reg("fairseq-train data-bin --user-dir $(fusion-user-dir) --arch transformer_hierarchical_aggregation ...", "readme_use",
     tiny=TINY_TRAIN, out=r"done training", files=["checkpoints/checkpoint_best.pt"])
 reg("fairseq-generate data-bin --user-dir $(fusion-user-dir) --path checkpoints/checkpoint_best.pt --beam 5 --remove-bpe",
@@ -417,11 +421,13 @@ reg("SIZE=base ARCHS=transformer_simplified_decoder,transformer_fine_grained_lay
     out=r"--decode-profile")
 reg("bash recipes/benchmark/run.sh --fp16", "bench", mode="stub", env={"BIN": "data-bin"}, local="CUDA: " + BENCH_STUB,
     out=r"--fp16")
-reg("SIZE=base bash recipes/benchmark/run.sh --fp16 --max-tokens 4096 --repeats 3", "bench", mode="stub",
-    env={"BIN": "data-bin"}, local="CUDA: " + BENCH_STUB, out=r"--fp16 --max-tokens 4096 --repeats 3")
 reg("fusion-gpu-check --budget-minutes 9", "make", run="fusion-gpu-check --budget-minutes 9",
     env={"CUDA_VISIBLE_DEVICES": ""}, local="needs CUDA: its no-CUDA form runs (CUDA hidden), one line and exit 0",
     out=r"(?m)^fusion-gpu-check: no CUDA device here \(torch [^\n]*\s*\Z")
+for speed in ("fusion-gpu-speed --stages profile,benchmark --budget-minutes 8.3",):
+    reg(speed, "make", run=speed, env={"CUDA_VISIBLE_DEVICES": ""},
+        local="needs CUDA: its no-CUDA form runs (CUDA hidden), one line and exit 0; the smoke mode is tests/test_gpu_speed.py",
+        out=r"(?m)^fusion-gpu-speed: no CUDA device here \(torch [^\n]*\s*\Z")
 reg("fairseq-train --user-dir", "flags", mode="flags", local="a flag named in the text")
 reg("fairseq-generate --score-reference", "flags", mode="flags", local="a flag named in the text")
 
