@@ -60,7 +60,7 @@ def get_parser():
     p.add_argument("--decode-length", type=int, default=30, help="Forced output length (default: %(default)s).")
     p.add_argument("--budget-minutes", type=float, default=9.5,
                    help="The whole run's budget; the benchmark stops before a run would pass it (default: %(default)s).")
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cuda (default) or cpu: the smoke mode.")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="Where it runs: cuda (default), or cpu, the smoke mode.")
     return p
 
 
