@@ -27,6 +27,9 @@ attempt), fairseq's checkpoints (an interrupted run continues from ``checkpoint_
 ``train.json`` (written once training finished: a finished run is never redone) and
 ``eval/SUBSET.SELECTION.{generate.txt,detok,json}`` (SELECTION: ``last``, ``best`` or ``averageN``, whose
 averaged checkpoint is ``eval/averageN.pt``); the baseline continued is ``runs/BASELINE+continued/``. ``results.{json,md,png}`` are rewritten after every run.
+
+``--jobs N`` trains and translates N runs at once (``compare_parallel.py``); ``--budget-from-curve CAP`` finds the
+budget first, where the baseline's validation BLEU stops improving (``compare_budget.py``, ``budget/budget.json``).
 """
 import argparse
 import json
@@ -131,6 +134,16 @@ def save_interval(args):
     return max(1, args.max_update // 20) if args.max_update else 100
 
 
+def check_saves(args):
+    """The budget saves as many interval checkpoints as the protocols average, or one line."""
+    if args.max_update and args.max_update // save_interval(args) < keep_checkpoints(args):
+        budget = (f"the budget {args.max_update} the curve found" if args.budget_from_curve and
+                  args.max_update != args.budget_from_curve else f"--max-update {args.max_update}")
+        fail(f"fusion-compare: the protocols average the last {keep_checkpoints(args)} checkpoints, but {budget} "
+             f"with --save-interval-updates {save_interval(args)} saves {args.max_update // save_interval(args)}: "
+             "lower --save-interval-updates, or use --protocol same")
+
+
 def train_command(args, system, seed, save_dir):
     """The fairseq-train argv of one run (after the executable)."""
     criterion = criterion_of(system["arch"])
@@ -220,6 +233,15 @@ def train_summary(log_path):
             "train_loss": None if train is None else float(train["train_loss"])}
 
 
+RUNNING = set()  # the fairseq-train processes run_logged waits on (several with --jobs)
+
+
+def stop_running():
+    for proc in list(RUNNING):
+        if proc.poll() is None:
+            proc.terminate()
+
+
 def run_logged(cmd, log_path, progress=None, total=None, env=None):
     """Run ``cmd``, appending its output to ``log_path``; a progress bar over num_updates when ``total``."""
     from tqdm import tqdm
@@ -228,6 +250,7 @@ def run_logged(cmd, log_path, progress=None, total=None, env=None):
     with open(log_path, "a", encoding="utf-8", buffering=1) as log:  # line by line: a killed run keeps its log
         log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(cmd)}\n")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        RUNNING.add(proc)
         try:
             for line in proc.stdout:
                 log.write(line)
@@ -240,6 +263,7 @@ def run_logged(cmd, log_path, progress=None, total=None, env=None):
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait()
+            RUNNING.discard(proc)
     if bar is not None:
         bar.close()
     return rc
@@ -488,18 +512,23 @@ def machine():
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
-README_BEGIN, README_END = "<!-- RESULTS TABLE -->", "<!-- /RESULTS TABLE -->"
+README_MARKER = "RESULTS TABLE"
 
 
-def update_readme(path, block):
-    """Replace what stands between the RESULTS TABLE markers of ``path`` with ``block``."""
+def readme_markers(marker=README_MARKER):
+    return f"<!-- {marker} -->", f"<!-- /{marker} -->"
+
+
+def update_readme(path, block, marker=README_MARKER):
+    """Replace what stands between the ``marker`` lines of ``path`` (RESULTS TABLE) with ``block``."""
+    begin, end = readme_markers(marker)
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    if text.count(README_BEGIN) != 1 or text.count(README_END) != 1 or text.index(README_BEGIN) > text.index(README_END):
-        raise ValueError(f"--readme {path}: expected one '{README_BEGIN}' line followed by one '{README_END}' line")
-    head, rest = text.split(README_BEGIN)
-    _, tail_ = rest.split(README_END)
-    atomic_files.write_text(path, head + README_BEGIN + "\n" + block.strip() + "\n" + README_END + tail_)
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise ValueError(f"--readme {path}: expected one '{begin}' line followed by one '{end}' line")
+    head, rest = text.split(begin)
+    _, tail_ = rest.split(end)
+    atomic_files.write_text(path, head + begin + "\n" + block.strip() + "\n" + end + tail_)
 
 
 def get_parser():
@@ -514,6 +543,14 @@ def get_parser():
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--max-update", type=int, help="Equal budget in updates.")
     budget.add_argument("--max-minutes", type=float, help="Equal budget in minutes of training on this machine.")
+    budget.add_argument("--budget-from-curve", type=int, metavar="CAP",
+                        help="Equal budget in updates, found first: where the baseline's validation BLEU stops "
+                             "improving, trained for at most CAP updates (compare_budget.py; WORK/budget/budget.json).")
+    p.add_argument("--budget-tolerance", type=float, default=0.3,
+                   help="With --budget-from-curve: the budget is the first validated update within this much BLEU "
+                        "of the curve's best (default: %(default)s).")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="Runs trained and translated at once (e.g. many small models on one GPU; default: %(default)s).")
     p.add_argument("--size", choices=[s for s in SIZES if s != "tiny"] + ["tiny"], default="small",
                    help="Model size and its optimization: small = make demo's (d 128, 3+3 layers); base, big = "
                         "fairseq's WMT'14 settings (default: %(default)s).")
@@ -540,13 +577,17 @@ def get_parser():
     p.add_argument("--train-args", default="", help="Further fairseq-train options for every system (one quoted string).")
     p.add_argument("--generate-args", default="", help="Further fairseq-generate options (one quoted string).")
     p.add_argument("--work", required=True, help="Folder of the runs and results (resumable).")
-    p.add_argument("--readme", default=None, help=f"Write the table into this file between {README_BEGIN} and {README_END}.")
+    p.add_argument("--readme", default=None, help="Write the table into this file between the --readme-marker lines.")
+    p.add_argument("--readme-marker", default=README_MARKER,
+                   help="The table's place in --readme: between <!-- MARKER --> and <!-- /MARKER --> "
+                        "(default: %(default)s).")
     p.add_argument("--dry-run", action="store_true", help="Print the commands and stop.")
     return p
 
 
-def run_one(args, system, seed, label):
-    """Train (or continue, or reuse) one run; returns its train summary."""
+def run_one(args, system, seed, label, progress=True):
+    """Train (or continue, or reuse) one run; returns its train summary. ``progress``: a progress bar (one run at
+    a time)."""
     from .cli._tools import console_script
 
     run_dir = os.path.join(args.work, "runs", system["name"], f"seed{seed}")
@@ -577,7 +618,8 @@ def run_one(args, system, seed, label):
         return summary
     resumed = os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
     print(f"| {label}: {'continuing from checkpoint_last.pt' if resumed else 'training'} (log {log})", flush=True)
-    rc = run_logged([console_script("fairseq-train"), *cmd], log, progress=label, total=args.max_update)
+    rc = run_logged([console_script("fairseq-train"), *cmd], log, progress=label,
+                    total=args.max_update if progress else None)
     if rc != 0:
         raise RuntimeError(f"fairseq-train of {label} exited {rc}; the last lines of {log}:\n{tail(log)}")
     summary = train_summary(log)
@@ -616,6 +658,13 @@ def main(args):
             args.target_lang = json.load(f)["target_lang"]
     if len(set(args.seeds)) != len(args.seeds):
         fail(f"fusion-compare: --seeds must differ, got {args.seeds}")
+    if args.jobs < 1:
+        fail(f"fusion-compare: --jobs {args.jobs}: expected 1 or more")
+    if args.budget_from_curve is not None:
+        if args.budget_from_curve < 1 or args.budget_tolerance < 0:
+            fail(f"fusion-compare: --budget-from-curve {args.budget_from_curve} --budget-tolerance "
+                 f"{args.budget_tolerance}: expected a positive cap and a tolerance of 0 or more")
+        args.max_update = args.budget_from_curve  # until the curve has found the budget: the cap
     systems = with_continued_baseline(args, systems, baseline)
     if any(s.get("continues") for s in systems) and args.max_minutes:
         fail("fusion-compare: --max-minutes with two-stage systems: the second stage needs a fixed budget; "
@@ -631,16 +680,26 @@ def main(args):
             check_system(args, s)
     except (FileNotFoundError, ValueError) as e:
         fail(f"fusion-compare: {e}")
-    if args.max_update and args.max_update // save_interval(args) < keep_checkpoints(args):
-        fail(f"fusion-compare: the protocols average the last {keep_checkpoints(args)} checkpoints, but --max-update "
-             f"{args.max_update} with --save-interval-updates {save_interval(args)} saves "
-             f"{args.max_update // save_interval(args)}: lower --save-interval-updates, or use --protocol same")
+    check_saves(args)
     if args.dry_run:
+        if args.budget_from_curve:
+            from .compare_budget import curve_command
+            print("fairseq-train " + shlex.join(curve_command(args, systems[0], args.budget_from_curve)[1]))
         for s in systems:
             print("fairseq-train " + shlex.join(train_command(args, s, args.seeds[0], f"{args.work}/runs/{s['name']}/seed{args.seeds[0]}")))
         print("fairseq-generate " + shlex.join(generate_command(args, f"{args.work}/runs/NAME/seedS/CHECKPOINT", args.test_subsets[0])))
         return None
     os.makedirs(args.work, exist_ok=True)
+    try:
+        if args.budget_from_curve:
+            from .compare_budget import find_budget
+            args.max_update = find_budget(args, systems[0], args.budget_from_curve)
+            check_saves(args)
+        if args.jobs > 1:
+            from .compare_parallel import train_and_translate_all
+            train_and_translate_all(args, systems, compared, args.jobs)
+    except (RuntimeError, ValueError, FileNotFoundError) as e:
+        fail(f"fusion-compare: {e}")
     command = "fusion-compare " + shlex.join(sys.argv[1:])
     runs, total, k = [], len(systems) * len(args.seeds), 0
     started = time.time()
@@ -673,6 +732,9 @@ def write_results(args, systems, runs, baseline, command, complete, compared=Non
     table = markdown(rows, args.test_subsets, baseline)
     signature = runs[0]["eval"][args.test_subsets[0]]["sacrebleu"]["signature"]
     budget = f"{args.max_update} updates" if args.max_update else f"{args.max_minutes:g} minutes of training"
+    if args.budget_from_curve:
+        budget += (f" (where `{baseline}`'s validation BLEU stopped improving: the first validation within "
+                   f"{args.budget_tolerance:g} BLEU of its best, `{args.work}/budget/budget.json`)")
     budget += " a stage" if any(s.get("continues") for s in systems) else ""
     block = (f"{table}\n\n{'' if complete else '**Incomplete** (runs still to come). '}"
              f"{len(args.seeds)} seed{'s' if len(args.seeds) > 1 else ''} ({', '.join(map(str, args.seeds))}), {budget} each, size `{args.size}`, beam {args.beam}; "
@@ -680,7 +742,9 @@ def write_results(args, systems, runs, baseline, command, complete, compared=Non
              f"both with the row's checkpoint selection (the baseline's row shows its own); p: sacreBLEU's paired "
              f"bootstrap ({args.bootstrap_samples} samples) of the same pair (* p < {SIGNIFICANT}; `same output`: translations identical to the baseline's, "
              f"not tested); words/s: words over time in training steps (fairseq's train_wall: validation "
-             f"and checkpoint saving left out), after the first log interval. sacreBLEU signature: `{signature}`.\n\n"
+             f"and checkpoint saving left out), after the first log interval"
+             f"{f' ({args.jobs} runs at once on one machine: not comparable between systems)' if args.jobs > 1 else ''}"
+             f". sacreBLEU signature: `{signature}`.\n\n"
              f"{time.strftime('%Y-%m-%d')}, {machine()['platform']}, {machine()['cpus']} CPUs"
              f"{'' if not machine()['cuda'] else ', ' + machine()['cuda']}: `{command}`")
     out = os.path.join(args.work, "results")
@@ -692,6 +756,6 @@ def write_results(args, systems, runs, baseline, command, complete, compared=Non
     plot(rows, args.test_subsets, out + ".png", f"{os.path.basename(os.path.normpath(args.data))}: {budget}, "
          f"{len(args.seeds)} seeds, size {args.size}, beam {args.beam}")
     if args.readme and complete:
-        update_readme(args.readme, block)
+        update_readme(args.readme, block, args.readme_marker)
         print(f"| wrote the table into {args.readme}")
     print(f"| wrote {out}.json, {out}.md, {out}.png")

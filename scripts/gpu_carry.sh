@@ -4,6 +4,7 @@
 #                             ve-fairseq 0.12.3, omegaconf 2.3.0, hydra-core 1.3.2, antlr4 4.9.3 (built here: no
 #                             wheel on PyPI), bitarray, sacremoses, subword-nmt
 #   work/gpu_check/data-bin   Multi30k En-De prepared as make demo prepares it (DATA, default ../shared/data)
+#   compare_converged/data-bin  the same with both test sets, as recipes/compare/multi30k.sh prepares it
 # Copy both to the GPU machine beside the repository (or carry them), then run: bash scripts/gpu_run.sh
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,4 +21,7 @@ DATA=${DATA:-$REPO/../shared/data}
 if [ ! -e work/gpu_check/data-bin/prepare.json ]; then
   FUSION_DATA=$(cd "$DATA" && pwd) "$PY" -c "from fairseq_fusion_tools.gpu_check import prepare_data; prepare_data('work/gpu_check')"
 fi
-echo "| ready: .whl ($(ls .whl | wc -l) wheels, $(du -sh .whl | cut -f1)) and work/gpu_check/data-bin ($(du -sh work/gpu_check/data-bin | cut -f1))"
+if [ ! -e compare_converged/data-bin/prepare.json ]; then
+  PATH=$REPO/.venv/bin:$PATH DATA=$DATA WORK=compare_converged UPDATES=100 bash recipes/compare/multi30k.sh --dry-run > /dev/null
+fi
+echo "| ready: .whl ($(ls .whl | wc -l) wheels, $(du -sh .whl | cut -f1)) work/gpu_check/data-bin ($(du -sh work/gpu_check/data-bin | cut -f1)) and compare_converged/data-bin ($(du -sh compare_converged/data-bin | cut -f1))"

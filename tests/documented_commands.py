@@ -382,6 +382,9 @@ reg('SIZE=base UPDATES=100000 EXTRA="--fp16" bash recipes/compare/multi30k.sh', 
 reg('DATA=../shared/data WORK=compare_work SEEDS="1 2 3" UPDATES=400 SIZE=small README=1 bash recipes/compare/multi30k.sh '
     '[fusion-compare flags]', "compare", sub=[("[fusion-compare flags]", "--dry-run")], local=COMPARE_DRY,
     out=r"--max-update 400")
+reg('WORK=compare_converged CURVE=8000 JOBS=12 EXTRA="--fp16" README=1 MARKER="CONVERGED RESULTS TABLE" '
+    'bash recipes/compare/multi30k.sh', "compare", tiny="--dry-run", local="CUDA, a budget curve and 36 runs: --dry-run",
+    out=r"--eval-bleu .*--patience 10")
 reg("README=1 bash recipes/compare/multi30k.sh", "compare", tiny="--dry-run", local=COMPARE_DRY,
     out=r"transformer_coarse_layer_attention")
 reg("fusion-compare compare_work/data-bin --work compare_work --size small --max-update 400 --seeds 1 2 3 --test-subsets "
@@ -429,6 +432,8 @@ for speed in ("fusion-gpu-speed --stages profile,benchmark --budget-minutes 8.3"
         local="needs CUDA: its no-CUDA form runs (CUDA hidden), one line and exit 0; the smoke mode is tests/test_gpu_speed.py",
         out=r"(?m)^fusion-gpu-speed: no CUDA device here \(torch [^\n]*\s*\Z")
 reg("fairseq-train --user-dir", "flags", mode="flags", local="a flag named in the text")
+reg("fusion-compare --budget-from-curve CAP --budget-tolerance 0.3", "flags", mode="flags", local="flags named in the text")
+reg("fusion-compare --jobs N", "flags", mode="flags", local="a flag named in the text")
 reg("fairseq-generate --score-reference", "flags", mode="flags", local="a flag named in the text")
 
 # ---- docs/decoder_sublayers.md

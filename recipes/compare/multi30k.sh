@@ -7,11 +7,14 @@
 # The README's table is this script's output on the CPU machine (SIZE=small, make demo's model). On a GPU, the same
 # command at a bigger size:
 #   SIZE=base UPDATES=100000 EXTRA="--fp16" bash recipes/compare/multi30k.sh
+# The README's converged table: the budget where the transformer's validation BLEU stops improving (CURVE=CAP
+# updates at most), JOBS runs at once on one GPU, into the CONVERGED RESULTS TABLE markers:
+#   WORK=compare_converged CURVE=8000 JOBS=12 EXTRA="--fp16" README=1 MARKER="CONVERGED RESULTS TABLE" bash recipes/compare/multi30k.sh
 #   DATA=../shared/data WORK=compare_work SEEDS="1 2 3" UPDATES=400 SIZE=small README=1 bash recipes/compare/multi30k.sh [fusion-compare flags]
 set -euo pipefail
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
   echo "recipes/compare/multi30k.sh: the README's results table (fusion-compare on Multi30k En-De)"
-  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
   echo "Any further argument is a fusion-compare flag (fusion-compare --help), e.g. --dry-run."
   exit 0
 fi
@@ -29,7 +32,8 @@ if [ ! -e "$BIN/.done" ] && [ ! -e "$BIN/prepare.json" ]; then  # complete once 
   touch "$BIN/.done"
 fi
 # shellcheck disable=SC2086
-fusion-compare "$BIN" --work "$WORK" --size "$SIZE" --max-update "$UPDATES" --seeds $SEEDS \
+if [ -n "${CURVE:-}" ]; then BUDGET=(--budget-from-curve "$CURVE"); else BUDGET=(--max-update "$UPDATES"); fi
+fusion-compare "$BIN" --work "$WORK" --size "$SIZE" "${BUDGET[@]}" --seeds $SEEDS ${JOBS:+--jobs "$JOBS"} \
   --test-subsets test test1 --beam 5 \
   --system transformer \
   --system fusion_transformer \
@@ -40,4 +44,4 @@ fusion-compare "$BIN" --work "$WORK" --size "$SIZE" --max-update "$UPDATES" --se
   --system transformer_surface_fusion \
   --system transformer_coarse_layer_attention \
   --system "shortcuts+simplified+surface=transformer_simplified_decoder --lexical-shortcuts --lexical-shortcuts-feature-fusion --surface-fusion hard --surface-fusion-lambda 0.9 --surface-fusion-tau 1 --surface-fusion-detach --surface-fusion-embed-dropout" \
-  ${README:+--readme README.md} ${EXTRA:+$EXTRA} "$@"
+  ${README:+--readme README.md} ${MARKER:+--readme-marker "$MARKER"} ${EXTRA:+$EXTRA} "$@"
