@@ -298,10 +298,7 @@ def run_benchmark(args, task, data, archs, dtypes, cuda, rate, deadline, save, l
 # ---- driver -------------------------------------------------------------------------------------------------------
 
 def main(args):
-    from .gpu_check import no_cuda_line, prepare_data
-    from . import gpu_speed_report as report
-    from .gpu_check_train import setup_task
-    from . import gpu_speed_measure as m
+    from .gpu_check import no_cuda_line
 
     start = time.time()
     cuda = args.device == "cuda"
@@ -311,13 +308,27 @@ def main(args):
     stages, dtypes, args.max_tokens, archs = check_args(args)
     atomic_files.claim(args.out + ".lock", f"--out {args.out}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    deadline = start + 60 * args.budget_minutes - 15  # the report's share
 
     def log(line):
         print(line, flush=True)
 
     import logging
-    logging.getLogger().setLevel(logging.WARNING)  # fairseq's per-model notices
+
+    root, level = logging.getLogger(), logging.getLogger().level
+    root.setLevel(logging.WARNING)  # fairseq's per-model notices (its wav2vec module sets the root to DEBUG)
+    try:
+        return _run(args, start, cuda, stages, dtypes, archs, log)
+    finally:
+        root.setLevel(level)
+
+
+def _run(args, start, cuda, stages, dtypes, archs, log):
+    from .gpu_check import prepare_data
+    from . import gpu_speed_report as report
+    from .gpu_check_train import setup_task
+    from . import gpu_speed_measure as m
+
+    deadline = start + 60 * args.budget_minutes - 15  # the report's share
     data = prepare_data(args.work)
     task = setup_task(data, not cuda)
     doc = {"machine": machine(cuda), "settings": {k: v for k, v in vars(args).items()}, "stages": stages}

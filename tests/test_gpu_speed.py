@@ -2,6 +2,7 @@
 FUSION_CUDNN_ATTENTION=1 keeps torch's default), --bf16's flat fp32 master copy on CUDA (the same Adam updates as
 fairseq's per-parameter copy), the smoke mode of the command itself, and its refusals."""
 import json
+import logging
 import os
 import statistics
 from unittest import mock
@@ -138,8 +139,10 @@ def test_smoke_mode_profiles_benchmarks_and_reports(multi30k_slice, tmp_path):
         "--device", "cpu", "--dtypes", "fp32", "--size", "tiny", "--max-tokens", "300,600", "--rounds", "2",
         "--warmup-updates", "1", "--updates", "2", "--profile-steps", "2", "--decode-sentences", "4",
         "--decode-length", "3", "--archs", arch, "--work", str(work), "--out", out])
+    level = logging.getLogger().level
     assert gpu_speed.main(args) == 0
     assert torch.backends.cuda.cudnn_sdp_enabled() is False
+    assert logging.getLogger().level == level  # quietened during the run only (later tests read fairseq's INFO logs)
     with open(out + ".json") as f:
         doc = json.load(f)
     assert [(r["arch"], r["setting"]) for r in doc["profile"]] == [
