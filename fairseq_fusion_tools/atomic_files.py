@@ -2,16 +2,14 @@
 
 Every writer goes through ``replacing(path)``: the content goes to a temporary file in the same
 folder, which replaces ``path`` (``os.replace``, atomic) only once it is complete; on an error
-or Ctrl-C the old file stays as it was and the temporary one is removed. ``claim(lock_path)``
-creates an exclusive lock file holding this process' id, removed at exit; a second command
-that finds it held by a running process is refused with one line, a lock left by a process that
-no longer runs is taken over with a warning.
+or Ctrl-C the old file stays as it was and the temporary one is removed; the content is flushed to disk
+(``fsync``) before the rename, so a crash leaves the old file or the new one, never an empty one.
+``claim(lock_path)`` takes a kernel lock on ``lock_path`` (``filelock``) until the process exits; a second
+command that finds it held is refused with one line; a process that dies in any way frees it.
 """
 import atexit
 import json
 import os
-import socket
-import sys
 import tempfile
 from contextlib import contextmanager
 
@@ -22,6 +20,14 @@ def _umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @contextmanager
@@ -36,7 +42,9 @@ def replacing(path):
     try:
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results get the usual permissions
+        _fsync(tmp)
         os.replace(tmp, path)
+        _fsync(folder)  # the rename itself
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -78,80 +86,35 @@ def save_figure(fig, path, **savefig_kwargs):
 
 
 # ------------------------------------------------------------------------------------------ locks
-_HELD = set()
-
-
-def _holder(lock_path):
-    """(pid, host) written in a lock file; (None, None) when it cannot be read (being written)."""
-    try:
-        with open(lock_path) as f:
-            pid, _, host = f.read().strip().partition(" ")
-        return int(pid), host
-    except (OSError, ValueError):
-        return None, None
-
-
-def _running(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+_HELD = {}
 
 
 def release(lock_path):
-    """Remove a lock this process holds (``claim`` has it done at exit)."""
-    lock_path = os.path.abspath(lock_path)
-    if _holder(lock_path)[0] == os.getpid():
-        os.remove(lock_path)
-    _HELD.discard(lock_path)
+    """Free a lock this process holds (``claim`` has it done at exit)."""
+    lock = _HELD.pop(os.path.abspath(lock_path), None)
+    if lock is not None:
+        lock.release()
 
 
 def claim(lock_path, what):
-    """Hold ``lock_path`` (created exclusively, with this pid) until the process exits.
+    """Hold ``lock_path`` until the process exits: a lock taken with the kernel (``filelock``), so it is free again
+    when its process ends in any way, SIGKILL and out-of-memory kills included. The (empty) lock file stays.
 
     ``what`` names the output for the refusal, e.g. ``--out results/x``."""
+    import logging
+
+    from filelock import FileLock, Timeout
+
+    logging.getLogger("filelock").setLevel(logging.WARNING)  # its per-lock notes (fairseq sets the root to DEBUG)
     lock_path = os.path.abspath(lock_path)
     if lock_path in _HELD:
         return
     os.makedirs(os.path.dirname(lock_path), exist_ok=True)
-    here = socket.gethostname()
-    for _ in range(10):
-        try:
-            fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            pid, host = _holder(lock_path)
-            if pid is None or host != here or (_running(pid) and pid != os.getpid()):
-                who = f"pid {pid}" + (f" on {host}" if host and host != here else "") if pid else "another process"
-                fail(f"{what} is in use by another command ({who}; lock file {lock_path}): wait until it has finished, "
-                     f"or write elsewhere (if no such command runs any more, remove the lock file)")
-            _take_over(lock_path, pid)
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()} {here}\n")
-        _HELD.add(lock_path)
-        atexit.register(release, lock_path)
-        return
-    fail(f"{what}: could not create the lock file {lock_path} (other commands keep taking it)")
-
-
-def _take_over(lock_path, pid):
-    """Remove a lock whose process ``pid`` no longer runs; moved aside first, so that a lock another
-    command has just created in its place is put back rather than removed."""
-    aside = f"{lock_path}.stale.{os.getpid()}"
+    lock = FileLock(lock_path)
     try:
-        os.rename(lock_path, aside)
-    except FileNotFoundError:  # another command took it over first
-        return
-    if _holder(aside)[0] != pid:  # not the stale lock any more: put it back
-        try:
-            os.link(aside, lock_path)
-        except FileExistsError:
-            pass
-        os.remove(aside)
-        return
-    os.remove(aside)
-    print(f"fairseq-fusion: warning: took over the lock {lock_path}: the command that held it (pid {pid}) no longer runs",
-          file=sys.stderr)
+        lock.acquire(timeout=0)
+    except Timeout:
+        fail(f"{what} is in use by another command (lock file {lock_path}): wait until it has finished, or write "
+             "elsewhere")
+    _HELD[lock_path] = lock
+    atexit.register(release, lock_path)

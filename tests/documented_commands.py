@@ -297,8 +297,8 @@ reg("fairseq-train --user-dir $(fusion-user-dir) --arch ARCH --help", "archs", s
     out=r"--surface-fusion-lambda")
 reg("fusion-archs --conflicts", "archs", out=r"lexical")
 MAKE = "make -o .venv/.installed"  # the install step is not re-run against the real environment
-reg("make demo", "make_demo", run=f"{MAKE} demo", env={"TRAIN_MINUTES": "0.01"},
-    local=f"runs as written on a {TINY_SHARED_LINES}-line copy of the shared data with TRAIN_MINUTES=0.01, the install step not re-run",
+reg("make demo", "make_demo", run=f"{MAKE} demo", env={"UPDATES": "3"},
+    local=f"runs as written on a {TINY_SHARED_LINES}-line copy of the shared data with UPDATES=3, the install step not re-run",
     out=r"BLEU\|nrefs:1\|.* = \d+\.\d.*\n.*demo: fusion_transformer, trained", files=["demo_work/out/fusion_transformer/hyp.de"])
 reg("make test", "make", run=f"{MAKE} -n test", local="the whole test suite, this test included: make -n",
     out=r"FUSION_DATA=\S+ \.venv/bin/pytest -q -n \d+ tests")

@@ -1,8 +1,9 @@
-"""Result files are written atomically (a temporary file, then os.replace) and an --out is written by one
-command at a time (OUT.lock): fairseq_fusion_tools/atomic_files.py and the analysis commands' use of it."""
+"""Result files are written atomically (a temporary file, fsynced, then os.replace) and an --out is written by one
+command at a time (a kernel lock on OUT.lock): fairseq_fusion_tools/atomic_files.py and the analysis commands' use of
+it."""
 import json
 import os
-import socket
+import signal
 import subprocess
 import sys
 
@@ -58,34 +59,59 @@ def test_a_complete_write_replaces_with_the_usual_permissions(tmp_path):
     assert sorted(os.listdir(tmp_path / "sub")) == ["OUT.json", "OUT.png"]
 
 
-def _lock(path, pid):
-    path.write_text(f"{pid} {socket.gethostname()}\n")
+HOLD = """import sys, time
+from filelock import FileLock
+lock = FileLock(sys.argv[1])
+lock.acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
 
 
-def test_a_held_lock_refuses_and_a_stale_one_is_taken_over(tmp_path, capsys):
+def _holder(path):
+    """Another process holding the kernel lock on ``path`` (as another fusion command would)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_held_lock_refuses_and_a_killed_holder_frees_it(tmp_path):
     from fairseq_fusion_tools.analysis.common import locked
 
     class Args:
         out = str(tmp_path / "OUT")
 
     lock = tmp_path / "OUT.lock"
-    _lock(lock, os.getppid())  # a running process (pytest's parent)
-    with pytest.raises(SystemExit) as e:
-        locked(Args())
-    assert str(e.value) == (f"fairseq-fusion: error: --out {Args.out} is in use by another command (pid {os.getppid()}; "
-                            f"lock file {lock}): wait until it has finished, or write elsewhere (if no such command runs "
-                            "any more, remove the lock file)")
-    assert lock.read_text().split()[0] == str(os.getppid())
-
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()  # its pid no longer runs
-    _lock(lock, gone.pid)
-    locked(Args())
-    assert f"took over the lock {lock}: the command that held it (pid {gone.pid}) no longer runs" in capsys.readouterr().err
-    assert lock.read_text().split()[0] == str(os.getpid())
+    holder = _holder(lock)
+    try:
+        with pytest.raises(SystemExit) as e:
+            locked(Args())
+        assert str(e.value) == (f"fairseq-fusion: error: --out {Args.out} is in use by another command (lock file "
+                                f"{lock}): wait until it has finished, or write elsewhere")
+    finally:
+        holder.send_signal(signal.SIGKILL)  # killed as the kernel's OOM killer would: no exit handler runs
+        holder.wait()
+    locked(Args())  # the kernel freed it
     locked(Args())  # this process holds it already
     atomic_files.release(str(lock))
-    assert not lock.exists()
+    holder = _holder(lock)  # released: another process can take it
+    holder.kill()
+    holder.wait()
+
+
+def test_a_write_is_flushed_to_disk_before_the_rename(tmp_path, monkeypatch):
+    """fsync of the finished temporary file, then the rename, then the folder: a crash after the rename cannot leave
+    an empty file."""
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 real_fsync(fd)))
+    monkeypatch.setattr(os, "replace", lambda a, b: (calls.append(("replace", b)), real_replace(a, b)))
+    atomic_files.write_text(str(tmp_path / "OUT.md"), "table\n")
+    (kind1, tmp), (kind2, dest), (kind3, folder) = calls
+    assert (kind1, kind2, kind3) == ("fsync", "replace", "fsync")
+    assert os.path.basename(tmp).startswith(".OUT.md.") and dest == str(tmp_path / "OUT.md") and folder == str(tmp_path)
+    assert (tmp_path / "OUT.md").read_text() == "table\n"
 
 
 def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, monkeypatch):
@@ -99,12 +125,17 @@ def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, m
     argv = ["fusion-bleu-by-length", "--src", str(tmp_path / "src"), "--ref", str(tmp_path / "ref"),
             "--sys", f"mine={tmp_path / 'hyp'}", "--out", out]
     os.makedirs(tmp_path / "res")
-    _lock(tmp_path / "res" / "OUT.lock", os.getppid())
+    holder = _holder(tmp_path / "res" / "OUT.lock")
     monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit, match=f"--out {out} is in use by another command"):
-        bleu_by_length.cli_main()
-    assert os.listdir(tmp_path / "res") == ["OUT.lock"]
-
-    os.remove(tmp_path / "res" / "OUT.lock")
+    try:
+        with pytest.raises(SystemExit, match=f"--out {out} is in use by another command"):
+            bleu_by_length.cli_main()
+        assert os.listdir(tmp_path / "res") == ["OUT.lock"]
+    finally:
+        holder.kill()
+        holder.wait()
     run_cli(argv)
-    assert sorted(os.listdir(tmp_path / "res")) == ["OUT.json", "OUT.png"]
+    assert sorted(os.listdir(tmp_path / "res")) == ["OUT.json", "OUT.lock", "OUT.png"]  # the empty lock file stays
+    holder = _holder(tmp_path / "res" / "OUT.lock")  # and is free: the command released it at exit
+    holder.kill()
+    holder.wait()
