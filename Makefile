@@ -16,13 +16,13 @@ PIPQ ?= -q --disable-pip-version-check
 install: $(STAMP)
 
 # SYSTEM_SITE_PACKAGES=1: the venv sees the system's packages, so your own torch/fairseq are kept
-$(STAMP): Makefile setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion_tools/cli/*.py)
+$(STAMP): Makefile pyproject.toml scripts/install_fairseq.sh
 	test -x $(PY) || $(PYTHON) -m venv $(if $(SYSTEM_SITE_PACKAGES),--system-site-packages) $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(PIPQ) "torch==$(TORCH_VERSION)"
 	PY=$(PY) PIPQ="$(PIPQ)" bash scripts/install_fairseq.sh
 	$(PIP) install $(PIPQ) cython
 	$(PY) -c "import fastBPE" 2>/dev/null || $(PIP) install $(PIPQ) --no-build-isolation fastBPE==0.1.0
-	# the package with its declared dependencies (setup.py; torch and fairseq are installed above)
+	# the package with its declared dependencies (pyproject.toml; torch and fairseq are installed above)
 	$(PIP) install $(PIPQ) -e ".[zh,rouge,test]"
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	touch $(STAMP)
