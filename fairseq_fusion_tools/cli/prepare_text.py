@@ -399,6 +399,8 @@ def name_the_destination(log, tmp, destdir):
 
 
 def main(args):
+    import fairseq  # noqa: F401  (binarizing needs it: without it one line now, before any work; cli/__init__.py)
+
     if args.add_test:
         return add_test_sets(args)
     if not args.trainpref or not args.validpref:
