@@ -2,8 +2,8 @@
 
 Every ``fusion-*`` command imports this package first, and it installs the one place where a missing torch or
 fairseq becomes one line saying what to install, instead of a traceback: the scorers that need neither
-(fusion-score-bleu on files, fusion-score-m2, fusion-score-rouge, fusion-significance, fusion-aer) run without them,
-every other command stops there (README: Installation).
+(fusion-score-bleu, -score-m2, -score-rouge, -significance, -aer, -bleu-by-length, -training-curve) run without them,
+every other command stops there (README: Installation; tests/test_packaging.py).
 """
 import os
 import sys
