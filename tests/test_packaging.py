@@ -247,3 +247,18 @@ def test_make_install_builds_fastbpe_only_when_asked():
 
     assert "fastBPE" not in dry_run() and "cython" not in dry_run()
     assert re.search(r"pip install .*cython && .*pip install .*--no-build-isolation fastBPE==0\.1\.0", dry_run("FASTBPE=1"))
+
+
+def test_missing_torch_hook_leaves_other_missing_modules_alone(monkeypatch, capsys):
+    from fairseq_fusion_tools import cli
+
+    seen = []
+    monkeypatch.setattr(cli._excepthook, "__defaults__", (lambda *a: seen.append(a[0]),))
+    monkeypatch.setattr(sys, "argv", ["/x/bin/fusion-archs"])
+    monkeypatch.setattr(cli, "missing_stack", lambda: ["torch"])
+    cli._excepthook(ModuleNotFoundError, ModuleNotFoundError("No module named 'torch'", name="torch"), None)
+    assert capsys.readouterr().err.startswith("fairseq-fusion: error: fusion-archs needs torch and fairseq, and ")
+    cli._excepthook(ModuleNotFoundError, ModuleNotFoundError("x", name="sacrebleu"), None)  # not torch: as before
+    monkeypatch.setattr(cli, "missing_stack", lambda: [])  # fairseq is there: a submodule missing is a bug
+    cli._excepthook(ModuleNotFoundError, ModuleNotFoundError("x", name="fairseq.nothing"), None)
+    assert len(seen) == 2 and capsys.readouterr().err == ""
