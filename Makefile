@@ -13,19 +13,24 @@ PIPQ ?= -q --disable-pip-version-check
 
 .PHONY: install test test-compat demo bench bench-memory clean
 
-install: $(STAMP)
+install: $(STAMP) $(if $(FASTBPE),install-fastbpe)
 
 # SYSTEM_SITE_PACKAGES=1: the venv sees the system's packages, so your own torch/fairseq are kept
-$(STAMP): Makefile setup.py scripts/install_fairseq.sh $(wildcard fairseq_fusion_tools/cli/*.py)
+$(STAMP): Makefile pyproject.toml scripts/install_fairseq.sh
 	test -x $(PY) || $(PYTHON) -m venv $(if $(SYSTEM_SITE_PACKAGES),--system-site-packages) $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(PIPQ) "torch==$(TORCH_VERSION)"
 	PY=$(PY) PIPQ="$(PIPQ)" bash scripts/install_fairseq.sh
-	$(PIP) install $(PIPQ) cython
-	$(PY) -c "import fastBPE" 2>/dev/null || $(PIP) install $(PIPQ) --no-build-isolation fastBPE==0.1.0
-	# the package with its declared dependencies (setup.py; torch and fairseq are installed above)
+	# the package with its declared dependencies (pyproject.toml; torch and fairseq are installed above)
 	$(PIP) install $(PIPQ) -e ".[zh,rouge,test]"
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	touch $(STAMP)
+
+# FASTBPE=1 (make install FASTBPE=1): fastBPE too, for fusion-prepare-text --bpe-tool fastbpe; a C++ build whose
+# setup.py imports cython without declaring it. Outside the stamp, so an installed .venv can add it later
+.PHONY: install-fastbpe
+install-fastbpe: $(STAMP)
+	$(PY) -c "import fastBPE" 2>/dev/null || \
+		{ $(PIP) install $(PIPQ) cython && $(PIP) install $(PIPQ) --no-build-isolation fastBPE==0.1.0; }
 
 # pytest-xdist workers: the machine's cores, at most 4 (each worker loads fairseq and trains small models)
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")

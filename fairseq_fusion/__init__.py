@@ -10,26 +10,30 @@ size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the C
 fairseq's internals a user cannot act on, one message at a time (``quiet``). Its refusals of bad input
 reach the user as one line, ``fairseq-fusion: error: ...`` (``errors``).
 """
-from . import errors, quiet
+from . import errors, quiet, stack
 
 errors.install()  # the plugin's refusals as one line (errors.py)
 quiet.install()  # before fairseq is imported: its import-time notices (see quiet.py)
 
-from . import torch_version  # noqa: E402
+# without torch or fairseq only the torch-free modules import (stack.py): the tools' scorers run, the rest stops
+# with one line (fairseq_fusion_tools/cli/__init__.py)
+if not stack.missing():
+    from . import torch_version
 
-torch_version.check_torch()  # torch >= the oldest tested, or one line saying so
+    torch_version.check_torch()  # torch >= the oldest tested, or one line saying so
 
-from . import attention_backends, checkpoint_safety, distributed_cpu, entry_checks, fairseq_fixes  # noqa: E402
+    from . import attention_backends, checkpoint_safety, distributed_cpu, entry_checks, fairseq_fixes
 
-attention_backends.configure()  # no cuDNN attention on CUDA: it plans per batch shape (FUSION_CUDNN_ATTENTION=1 keeps it)
-checkpoint_safety.allow_fairseq_checkpoint_globals()
-distributed_cpu.patch_fairseq_ddp()
-fairseq_fixes.patch_fairseq()
-entry_checks.patch_fairseq()  # missing/truncated checkpoints, unknown --model-overrides keys, missing data folders
+    attention_backends.configure()  # no cuDNN attention on CUDA: it plans per batch shape (FUSION_CUDNN_ATTENTION=1 keeps it)
+    checkpoint_safety.allow_fairseq_checkpoint_globals()
+    distributed_cpu.patch_fairseq_ddp()
+    fairseq_fixes.patch_fairseq()
+    entry_checks.patch_fairseq()  # missing/truncated checkpoints, unknown --model-overrides keys, missing data folders
 
-from . import criterions, encoders, models, modules, tasks  # noqa: E402,F401
-from . import arch_help  # noqa: E402
+    from . import criterions, models, modules, tasks  # noqa: F401
+    from .encoders import prepared  # noqa: F401  (--bpe prepared)
+    from . import arch_help
 
-arch_help.install()  # fairseq-train --arch ARCH --help lists the technique flags under their titles
+    arch_help.install()  # fairseq-train --arch ARCH --help lists the technique flags under their titles
 
 __version__ = "0.1.0"

@@ -28,7 +28,7 @@ WARNINGS = [
 ]
 
 # (logger, message substring): fairseq.tasks imports its speech tasks, which log this on every import when
-# tensorboardX is missing (setup.py installs it; fairseq's own commands import fairseq.tasks before the plugin)
+# tensorboardX is missing (pyproject.toml declares it; fairseq's own commands import fairseq.tasks before the plugin)
 LOG_MESSAGES = [("fairseq.tasks.text_to_speech", "Please install tensorboardX")]
 
 

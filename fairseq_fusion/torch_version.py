@@ -1,6 +1,6 @@
 """The oldest torch the plugin is tested with (README: Tested stacks; `make test-compat`).
 
-torch is not in setup.py's install_requires (a declared torch would let pip replace the user's own torch,
+torch is not in pyproject.toml's dependencies (a declared torch would let pip replace the user's own torch,
 or pull a CUDA build of several GB into an environment without one), so the floor is checked here, at
 plugin import, with one line instead of an error from deep inside a model.
 """

@@ -1,18 +1,40 @@
-"""The one place that says where the shared real data lives.
+"""The one place that says where the shared real data and the repository's recipes live.
 
-Default: ``../shared/data`` beside the repository; the environment variable
-``FUSION_DATA`` (set by ``make ... DATA=DIR``) overrides it. Tests, the demo and the
-benchmarks all resolve their corpora through here.
+Data: ``FUSION_DATA`` (set by ``make ... DATA=DIR``), else ``../shared/data`` beside the repository. Tests, the demo
+and the benchmarks all resolve their corpora through here. A package installed without the repository
+(``pip install .``: no ``recipes/`` beside it) has no default data folder, and what needs ``recipes/`` says so in
+one line (``recipe_path``).
 """
 import os
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the plugin's folder, what fairseq's --user-dir names (the tools' own folder is not a plugin)
 PLUGIN_DIR = os.path.join(REPO_ROOT, "fairseq_fusion")
+RECIPES_DIR = os.path.join(REPO_ROOT, "recipes")
+
+
+def in_repository():
+    """Whether the tools run from the repository (make install, pip install -e) rather than an installed copy."""
+    return os.path.isfile(os.path.join(RECIPES_DIR, "common", "recipe.sh"))
+
+
+def recipe_path(*parts, what="this command"):
+    """A file under the repository's ``recipes/``; FileNotFoundError (one line) where it is not there."""
+    path = os.path.join(RECIPES_DIR, *parts)
+    if not os.path.exists(path):
+        where = "an installed package (pip install .) has none" if not in_repository() else f"{path} is missing"
+        raise FileNotFoundError(f"{what} needs the repository's recipes/{'/'.join(parts)}: {where}; run it from a "
+                                "clone of the repository (make install)")
+    return path
 
 
 def data_root():
-    return os.path.abspath(os.environ.get("FUSION_DATA") or os.path.join(REPO_ROOT, "..", "shared", "data"))
+    if os.environ.get("FUSION_DATA"):
+        return os.path.abspath(os.environ["FUSION_DATA"])
+    if not in_repository():  # not site-packages/../shared/data
+        raise FileNotFoundError("no data folder: set FUSION_DATA=DIR, the shared data's folder (an installed package, "
+                                "pip install ., has no default)")
+    return os.path.abspath(os.path.join(REPO_ROOT, "..", "shared", "data"))
 
 
 def data_path(*parts, must_exist=True):

@@ -229,10 +229,18 @@ def run_ddp(args, archs, data, work):
     return {"runs": results}
 
 
-def benchmark_command(args, data, out):
-    from .data_paths import REPO_ROOT
+def benchmark_script():
+    """recipes/benchmark/run.sh, or one line saying the benchmark needs the repository's recipes."""
+    from .data_paths import recipe_path
 
-    script = os.path.join(REPO_ROOT, "recipes", "benchmark", "run.sh")
+    try:
+        return recipe_path("benchmark", "run.sh", what="the benchmark of fusion-gpu-check")
+    except FileNotFoundError as e:
+        fail(f"{e}, or pass --skip-benchmark")
+
+
+def benchmark_command(args, data, out):
+    script = benchmark_script()
     env = {"SIZE": "base", "BIN": os.path.abspath(data), "OUT": os.path.abspath(out)}
     return script, env, ["bash", script, "--fp16", "--repeats", str(args.bench_repeats)]
 
@@ -291,6 +299,8 @@ def main(args):
             print(line)
             return 0
     dtypes = check_args(args)
+    if args.device == "cuda" and not args.skip_benchmark:
+        benchmark_script()  # before the runs: an installed package has no recipes/ (one line)
     archs = select_archs(args.archs)
     ddp_archs = select_archs(args.ddp_archs) if args.ddp_archs else []
     atomic_files.claim(args.out + ".lock", f"--out {args.out}")

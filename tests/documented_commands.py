@@ -310,6 +310,8 @@ reg("make demo ARCH=<arch>", "make", run=f"{MAKE} -n demo ARCH=transformer_phras
     local="make demo runs in full above; make -n shows ARCH reaching it", out=r"ARCH=transformer_phrase .*bash examples/demo.sh")
 reg("make install", "make", run="make -n -W Makefile install", local="installs packages: make -n (the stamp taken as outdated)",
     out=r"pip install .*-e \"\.\[zh,rouge,test\]\"")
+reg("make install FASTBPE=1", "make", run="make -n -W Makefile install FASTBPE=1", local="installs packages: make -n",
+    out=r"--no-build-isolation fastBPE==0\.1\.0")
 reg("make install SYSTEM_SITE_PACKAGES=1", "make", run="make -n -W Makefile install SYSTEM_SITE_PACKAGES=1",
     local="installs packages: make -n", out=r"-m venv --system-site-packages \.venv")
 for venv in ("DIR", "/path/to/env"):

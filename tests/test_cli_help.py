@@ -15,7 +15,7 @@ CLI_DIR = os.path.join(data_paths.REPO_ROOT, "fairseq_fusion_tools", "cli")
 
 
 def discover():
-    """fusion-NAME -> module name, as setup.py finds them: every cli/NAME.py with a cli_main()."""
+    """fusion-NAME -> module name, as pyproject.toml lists them: every cli/NAME.py with a cli_main()."""
     found = {}
     for name in sorted(os.listdir(CLI_DIR)):
         if name.endswith(".py") and not name.startswith("_"):
@@ -106,8 +106,8 @@ def test_sentence_check(text, ok):
     assert (sentence_problem(text) is None) == ok, sentence_problem(text)
 
 
-def test_discovery_matches_setup():
-    """Every fusion-* console script setup.py installed is discovered here (same rule)."""
+def test_discovery_matches_installed_scripts():
+    """Every fusion-* console script the installed package has is discovered here (same rule)."""
     from importlib.metadata import entry_points
 
     installed = {e.name for e in entry_points(group="console_scripts") if e.value.startswith("fairseq_fusion_tools.cli.")}

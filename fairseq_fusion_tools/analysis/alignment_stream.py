@@ -2,14 +2,14 @@
 
 Sentence pairs and gold lines are read one at a time, aligned in batches, and only running
 counts are kept: per layer |A|, |S|, |A∩S|, |A∩P| (AER) and the covered source words of
-C<=i (Eq. 2). Memory does not grow with the number of sentences.
+C<=i (Eq. 2). Memory does not grow with the number of sentences. torch is imported where it is used (fusion-aer
+runs without it).
 """
 import itertools
 from typing import Iterable, Iterator, List, Optional, Tuple
 
-import torch
-
 from . import alignment
+from .common import no_grad
 
 
 def iter_parallel(path: str) -> Iterator[Tuple[List[str], List[str]]]:
@@ -98,11 +98,12 @@ def _prepare(pair, task, bpe, swap, lower):
     return src_ids, src_index, tgt_ids, tgt_index
 
 
-@torch.no_grad()
+@no_grad
 def align_batches(model, task, pairs: Iterable, bpe=None, swap=False, lower=(False, False), batch_size=32):
     """For each file pair: (per-layer links in file order (source word, target word), number
     of unknown sub-words). The model reads the file's source side (its target side when
     ``swap``) and forced-decodes the other; each of its target words gets one source word."""
+    import torch
     from fairseq.data import data_utils
 
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary

@@ -1,10 +1,13 @@
-"""Shared plumbing of the analysis commands: load, iterate, capture, write."""
+"""Shared plumbing of the analysis commands: load, iterate, capture, write.
+
+torch is imported where it is used: the scorers import this module in an environment without torch (cli/__init__.py).
+"""
+import functools
 import os
 from contextlib import contextmanager
 from typing import Dict, Iterable, List, Optional
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from .. import atomic_files
@@ -40,8 +43,20 @@ def add_common_args(parser, split="test", several_paths=False):
     return add_split_args(parser, split)
 
 
+def no_grad(fn):
+    """``@torch.no_grad()`` with torch imported at the first call (the module of ``fn`` loads without torch); a
+    generator function keeps torch's handling (gradients off only while it runs)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        import torch
+
+        return torch.no_grad()(fn)(*args, **kwargs)
+    return call
+
+
 def load_model(path, data=None, overrides=None, cpu=False):
     """(model in eval mode, task, cfg) from a checkpoint; ``data`` replaces the checkpoint's data dir."""
+    import torch
     from fairseq import checkpoint_utils
 
     import fairseq_fusion  # noqa: F401  (registers the models and allow-lists checkpoint classes)
@@ -69,6 +84,7 @@ def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None
     come in length order unless ``shuffle_seed`` is given (then in a random order fixed by
     the seed, e.g. to train on a sample); ``max_batches`` stops early.
     """
+    import torch
     from fairseq import utils
 
     if split not in task.datasets:  # a dataset set up by the caller (or loaded before) is used as is

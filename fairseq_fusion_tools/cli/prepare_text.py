@@ -35,6 +35,7 @@ from tqdm import tqdm
 from .. import data_paths
 from fairseq_fusion.errors import fail
 from ._tools import description_of
+from fairseq_fusion.encoders.bpe_tools import bpe_applier, require_fastbpe
 from fairseq_fusion.encoders.text_pipeline import (  # noqa: F401  (TextPipeline: the same processing for new text)
     CJK_LANGS, TextPipeline, chinese_segmenter, codes_path, punctuation_normalizer,
 )
@@ -154,37 +155,18 @@ def write_vocab(path, counts):
             f.write(f"{tok} {n}\n")
 
 
+BPE_CHUNK = 10000  # lines per call of the BPE tool (fastBPE is fastest on many lines at once), one progress step
+
+
 def apply_bpe(codes_path, in_path, out_path, tool, vocab_path=None, vocab_threshold=None):
-    """Apply BPE codes; with ``vocab_path``, only produce subwords counted >= ``vocab_threshold`` there."""
-    if tool == "fastbpe":
-        import fastBPE
-
-        if vocab_path is not None:  # fastBPE restricts to the vocabulary it is given: pre-filter it
-            with open(vocab_path, encoding="utf-8") as f:
-                counts = {t: int(n) for t, n in (line.split() for line in f) if int(n) >= vocab_threshold}
-            with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(out_path))) as tmp:
-                kept = os.path.join(tmp, f"vocab.min{vocab_threshold}")
-                write_vocab(kept, counts)
-                bpe = fastBPE.fastBPE(codes_path, kept)
-        else:
-            bpe = fastBPE.fastBPE(codes_path)
-        with open(in_path, encoding="utf-8") as f:
-            lines = [line.rstrip("\n") for line in f]
-        write_lines(out_path, bpe.apply(lines))
-        return
-    from subword_nmt.apply_bpe import BPE, read_vocabulary
-
-    vocab = None
-    if vocab_path is not None:
-        with open(vocab_path, encoding="utf-8") as f:
-            vocab = read_vocabulary(f, vocab_threshold)
-    with open(codes_path, encoding="utf-8") as f:
-        bpe = BPE(f, vocab=vocab)
+    """Apply BPE codes with ``tool`` (subword-nmt or fastbpe, ``bpe_tools``); with ``vocab_path``, only produce
+    subwords counted >= ``vocab_threshold`` there."""
+    apply = bpe_applier(tool, codes_path, vocab_path, vocab_threshold)
     with open(in_path, encoding="utf-8") as f:
-        lines = f.readlines()
-    with open(out_path, "w", encoding="utf-8") as out:
-        for line in tqdm(lines, desc="bpe " + os.path.basename(in_path), mininterval=2):
-            out.write(bpe.process_line(line))
+        lines = [line.rstrip("\n") for line in f]
+    chunks = range(0, len(lines), BPE_CHUNK)
+    write_lines(out_path, [out for i in tqdm(chunks, desc="bpe " + os.path.basename(in_path), mininterval=2)
+                           for out in apply(lines[i:i + BPE_CHUNK])])
 
 
 def get_parser():
@@ -206,7 +188,9 @@ def get_parser():
                    "folder stays as it is until the new one is complete.")
     p.add_argument("--bpe-merges", type=int, default=4000, help="Number of BPE merge operations (default: 4000).")
     p.add_argument("--bpe-tool", choices=["subword-nmt", "fastbpe"], default="subword-nmt",
-                   help="The tool that applies the codes (they are always learned with subword-nmt).")
+                   help="The tool that applies the codes (they are always learned with subword-nmt); prepare.json "
+                   "records it, and new text gets the same one (--bpe prepared, the hub). fastbpe needs the fastbpe "
+                   "extra: pip install 'fairseq_fusion[fastbpe]', or make install FASTBPE=1.")
     p.add_argument("--max-lines", type=int, default=None, help="Use only the first N lines of each split.")
     p.add_argument("--max-len", type=int, default=250, help="Drop training pairs with a side longer than this many tokens.")
     p.add_argument("--max-ratio", type=float, default=9.0, help="Drop training pairs with a larger length ratio.")
@@ -399,6 +383,11 @@ def name_the_destination(log, tmp, destdir):
 
 
 def main(args):
+    import fairseq  # noqa: F401  (binarizing needs it: without it one line now, before any work; cli/__init__.py)
+
+    if args.bpe_tool == "fastbpe" and not args.preprocessed:
+        require_fastbpe("--bpe-tool fastbpe")  # before the tokenizing: one line without it
+
     if args.add_test:
         return add_test_sets(args)
     if not args.trainpref or not args.validpref:

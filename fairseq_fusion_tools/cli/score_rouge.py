@@ -41,7 +41,10 @@ def main(args):
     refs = evaluation.read_lines(args.ref)
     if len(hyps) != len(refs):
         fail(f"fusion-score-rouge: {args.hyp} has {len(hyps)} summaries but {args.ref} has {len(refs)}")
-    scores = rouge_scores([split_sentences(h) for h in hyps], refs)
+    try:
+        scores = rouge_scores([split_sentences(h) for h in hyps], refs)
+    except ImportError as e:  # the rouge extra is not installed
+        fail(f"fusion-score-rouge needs the rouge extra: pip install 'fairseq_fusion[rouge]' ({e})")
     for name, s in scores.items():
         print(f"| {name}: F {s['f']:.2f} P {s['p']:.2f} R {s['r']:.2f}")
     result = {"summaries": len(hyps), "scorer": "ROUGE-1.5.5 -a -m -n 2 (rouge-score + WordNet exceptions)", **scores}

@@ -79,7 +79,7 @@ A folder prepared already (it has prepare.json) is left as it is: remove it to p
   --paper PAPER     whose preprocessing, dev/test sets and direction to use: ${PAPERS[*]} or vaswani;
                     default: $PAPER; see recipes/README.md
   --reverse         the other translation direction than PAPER's
-  --bpe-tool T      the tool that applies BPE: subword-nmt (default) or fastbpe (pip install fastBPE)
+  --bpe-tool T      the tool that applies BPE: subword-nmt (default) or fastbpe (make install FASTBPE=1)
   --work DIR        working folder (default: \$WORK or ./work/$TASK); data goes to DIR/data-PAPER.SRC-TGT
   --max-lines N     use only the first N lines of each file (quick tests)
   --workers N       parallel processes of tokenization, BPE and binarization (default: \$WORKERS or 2)
