@@ -11,11 +11,14 @@ import pytest
 from conftest import REPO, run_cli, shell_env
 
 from fairseq_fusion_tools import data_paths
-from fairseq_fusion_tools.analysis.rouge import rouge_scores
+from fairseq_fusion_tools.analysis import rouge_porter
+from fairseq_fusion_tools.analysis.rouge import document_scores, rouge_scores
 
-# five summaries scored by ROUGE-1.5.5.pl (-e data -a -m -n 2 -d -z SPL, one sentence a line; the WordNet
-# exception database built with its buildExeptionDB.pl): per-document R, P, F of ROUGE-1, ROUGE-2, ROUGE-L.
-# Documents 2-5 need the exception lists (said/say, found/finding -> find, better/best -> good, fed -> feed).
+# five summaries scored by ROUGE-1.5.5.pl (-e data -a -m -n 2 -d -z SPL, one sentence a line): per-document R, P,
+# F of ROUGE-1, ROUGE-2, ROUGE-L. Documents 2-5 need the exception lists (said/say, found/finding -> find, fed ->
+# feed, better/best -> well). Document 4's ROUGE-1 was first pinned with an exception database rebuilt in another
+# file order (better/best -> good); it was re-run with the content of the database the release shipped (adj, adv,
+# noun, verb, a later list winning; tests/data/rouge155/README.md), as were the corpus averages below.
 OFFICIAL = [
     ("police killed the gunman after a standoff .\nthe suspect had taken three hostages in the bank .",
      "Police shot the gunman dead after a six-hour standoff .\nThree hostages were freed unharmed from the bank .",
@@ -28,7 +31,7 @@ OFFICIAL = [
      [(0.58824, 0.83333, 0.68966), (0.31250, 0.45455, 0.37037), (0.52941, 0.75000, 0.62069)]),
     ("the the the children were better fed and better housed .",
      "The children were fed well ; the best houses went to the children .",
-     [(0.66667, 0.80000, 0.72727), (0.27273, 0.33333, 0.30000), (0.50000, 0.60000, 0.54545)]),
+     [(0.75000, 0.90000, 0.81818), (0.27273, 0.33333, 0.30000), (0.50000, 0.60000, 0.54545)]),
     ("U.S. stocks rose 2.5% on Tuesday as oil-prices fell .\nInvestors bought tech shares .",
      "US stocks rose on Tuesday , as oil prices fell by 2.5 % .\nTech shares led the gains as investors returned .",
      [(0.65000, 0.81250, 0.72222), (0.42105, 0.53333, 0.47059), (0.50000, 0.62500, 0.55556)]),
@@ -40,14 +43,16 @@ def test_rouge_equals_the_official_rouge155():
         got = rouge_scores([hyp], [ref])
         for kind, (r, p, f) in zip(("rouge1", "rouge2", "rougeL"), expected):
             assert (got[kind]["r"] / 100, got[kind]["p"] / 100, got[kind]["f"] / 100) == pytest.approx((r, p, f), abs=2e-5), (hyp, kind)
-    # -a: the corpus figure is the mean of the documents' figures
+    # -a -r 1000: the corpus figures are the script's printed averages (bootstrap means, not the documents' mean)
     corpus = rouge_scores([h for h, _, _ in OFFICIAL], [r for _, r, _ in OFFICIAL])
-    assert corpus["rouge1"]["f"] / 100 == pytest.approx(sum(e[0][2] for _, _, e in OFFICIAL) / 5, abs=2e-5)
-    # Porter alone (rouge-score's default) misses the exception words: document 2 then has 7 unigram matches, not 8
-    from rouge_score import rouge_scorer
+    assert [corpus[k][n] for k in ("rouge1", "rouge2", "rougeL") for n in "rpf"] == [
+        63.127, 81.151, 70.859, 29.864, 39.311, 33.86, 50.937, 65.362, 57.123]
+    # Porter alone misses the exception words: document 2 then has 7 unigram matches, not 8
+    def porter_only(word):
+        return rouge_porter.stem(word) if len(word) > 3 else word
 
-    plain = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=True).score(OFFICIAL[1][1], OFFICIAL[1][0])["rouge1"]
-    assert plain.recall == pytest.approx(7 / 13) and rouge_scores([OFFICIAL[1][0]], [OFFICIAL[1][1]])["rouge1"]["r"] == pytest.approx(800 / 13)
+    assert document_scores(OFFICIAL[1][0], OFFICIAL[1][1], porter_only)["rouge1"][0] == round(7 / 13, 5)
+    assert rouge_scores([OFFICIAL[1][0]], [OFFICIAL[1][1]])["rouge1"]["r"] == round(800 / 13, 3)
 
 
 def tiny_gpt2(folder):

@@ -1,10 +1,11 @@
-"""fusion-score-rouge: ROUGE-1/2/L of summaries as ROUGE-1.5.5 ``-a -m -n 2`` computes them (Liu et al. 2021, CNN/DM).
+"""fusion-score-rouge: ROUGE-1/2/L of summaries as ROUGE-1.5.5.pl ``-c 95 -r 1000 -n 2 -a -m`` prints them (Liu et al. 2021, CNN/DM).
 
 The summaries are a ``fairseq-generate`` log (``--hyp-format generate``: the detokenized ``D-`` lines
 when generation decoded a BPE such as GPT-2's, else the ``H-`` lines with BPE removed) or one
 summary per line (``text``). References: one summary per line, its sentences separated by ``<q>``
 (See et al.'s format). Hypothesis sentences are split after ., ! or ? followed by a space, for
-ROUGE-L's summary-level LCS (``analysis/rouge.py``). Writes OUT.json (F, P, R of each).
+ROUGE-L's summary-level LCS (``analysis/rouge.py``, a port of the Perl script: its Porter stemmer,
+WordNet exceptions and bootstrap average). Writes OUT.json (F, P, R of each, x100).
 """
 import argparse
 import re
@@ -47,7 +48,7 @@ def main(args):
         fail(f"fusion-score-rouge needs the rouge extra: pip install 'fairseq_fusion[rouge]' ({e})")
     for name, s in scores.items():
         print(f"| {name}: F {s['f']:.2f} P {s['p']:.2f} R {s['r']:.2f}")
-    result = {"summaries": len(hyps), "scorer": "ROUGE-1.5.5 -a -m -n 2 (rouge-score + WordNet exceptions)", **scores}
+    result = {"summaries": len(hyps), "scorer": "ROUGE-1.5.5.pl -c 95 -r 1000 -n 2 -a -m (Python port)", **scores}
     common.write_outputs(args.out, result)
     return result
 
