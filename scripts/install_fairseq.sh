@@ -27,9 +27,12 @@ case $status in
 esac
 DEPS=(hydra-core omegaconf bitarray "sacrebleu>=2.0,<3" regex cython numpy tqdm cffi packaging scikit-learn)
 "$PY" -m pip install $PIPQ "${DEPS[@]}"
-if "$PY" -m pip install $PIPQ --no-deps --only-binary=:all: "ve-fairseq==0.12.3"; then
-  exit 0
+pip_err=$(mktemp)
+if "$PY" -m pip install $PIPQ --no-deps --only-binary=:all: "ve-fairseq==0.12.3" 2>"$pip_err"; then
+  rm -f "$pip_err"; exit 0
 fi
-echo "install_fairseq: no ve-fairseq 0.12.3 wheel for $("$PY" -c 'import platform, sys; print(f"Python {sys.version.split()[0]} on {sys.platform} {platform.machine()}")'); building fairseq-fixed 0.12.3.1 from its sdist (about 10 minutes)"
+# pip's own ERROR lines for a wheel that does not exist here would read as a failure: one line of ours instead
+echo "install_fairseq: no ve-fairseq 0.12.3 wheel for $("$PY" -c 'import platform, sys; print(f"Python {sys.version.split()[0]} on {sys.platform} {platform.machine()}")') (pip: $(grep -v '^WARNING' "$pip_err" | tail -n 1)); building fairseq-fixed 0.12.3.1 from its sdist (about 10 minutes)"
+rm -f "$pip_err"
 "$PY" -m pip install $PIPQ setuptools wheel
 "$PY" -m pip install $PIPQ --no-deps --no-build-isolation "fairseq-fixed==0.12.3.1"
