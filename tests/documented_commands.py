@@ -314,6 +314,8 @@ reg("make install FASTBPE=1", "make", run="make -n -W Makefile install FASTBPE=1
     out=r"--no-build-isolation fastBPE==0\.1\.0")
 reg("make install SYSTEM_SITE_PACKAGES=1", "make", run="make -n -W Makefile install SYSTEM_SITE_PACKAGES=1",
     local="installs packages: make -n", out=r"-m venv --system-site-packages \.venv")
+reg("make install PYTHON=python3.10 VENV=DIR", "make", run="make -n -W Makefile install PYTHON=python3.10 VENV=work/env310",
+    local="installs packages (23 minutes on Python 3.10): make -n", out=r"python3\.10 -m venv\s+work/env310")
 for venv in ("DIR", "/path/to/env"):
     reg(f"make install VENV={venv}", "make", run="make -n install VENV=work/env", local="installs packages: make -n",
         out=r"-m venv\s+work/env")
