@@ -585,6 +585,11 @@ def get_parser():
     return p
 
 
+def portable_command(cmd):
+    """``cmd`` as it is recorded and compared between attempts: the plugin's path, which may change, as USER_DIR."""
+    return [a if a != PLUGIN_DIR else "USER_DIR" for a in cmd]
+
+
 def run_one(args, system, seed, label, progress=True):
     """Train (or continue, or reuse) one run; returns its train summary. ``progress``: a progress bar (one run at
     a time)."""
@@ -595,8 +600,7 @@ def run_one(args, system, seed, label, progress=True):
     done = os.path.join(run_dir, "train.json")
     cmd = train_command(args, system, seed, run_dir)
     recorded = os.path.join(run_dir, "command.json")
-    user_dir = PLUGIN_DIR
-    portable = [a if a != user_dir else "USER_DIR" for a in cmd]  # the plugin's path may change between attempts
+    portable = portable_command(cmd)
     if os.path.exists(recorded):
         with open(recorded) as f:
             before = json.load(f)

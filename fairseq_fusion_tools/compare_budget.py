@@ -13,7 +13,6 @@ import json
 import os
 
 from . import atomic_files
-from .data_paths import PLUGIN_DIR
 
 PATIENCE = 10
 VALIDATIONS = 50  # over CAP, when --save-interval-updates is not given
@@ -66,11 +65,11 @@ def plateau(curve, tolerance):
 def find_budget(args, system, cap):
     """The budget in updates (trains the curve run unless budget.json has it); the record written beside it."""
     from .cli._tools import console_script
-    from .compare import run_logged, tail
+    from .compare import portable_command, run_logged, tail
 
     out = os.path.join(curve_dir(args), "budget.json")
     run_dir, cmd = curve_command(args, system, cap)
-    portable = [a if a != PLUGIN_DIR else "USER_DIR" for a in cmd]  # the plugin's path may change between attempts
+    portable = portable_command(cmd)
     if os.path.exists(out):
         with open(out) as f:
             record = json.load(f)

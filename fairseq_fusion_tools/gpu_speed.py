@@ -176,8 +176,7 @@ def run_overhead(args, task, data, dtypes, cuda, log):
                     m.timed_step(trainer, s, cuda)
                 step = [1e3 * m.timed_step(trainer, s, cuda) for s in samples[2:]]
                 r = {"arch": "transformer", "dtype": dtype, "optimizer": optimizer, "max_tokens": args.max_tokens[0],
-                     "optimizer_class": type(trainer.optimizer.fp32_optimizer._optimizer if hasattr(
-                         trainer.optimizer, "fp32_optimizer") else trainer.optimizer._optimizer).__name__,
+                     "optimizer_class": type(trainer.optimizer.optimizer).__name__,  # the torch optimizer
                      "median_ms_train_step": statistics.median(step),
                      "launches_per_step": m.launches_per_step(trainer, samples[2], cuda)}
                 if optimizer == "fairseq-adam":
@@ -302,8 +301,9 @@ def main(args):
 
     start = time.time()
     cuda = args.device == "cuda"
-    if cuda and no_cuda_line():
-        print(no_cuda_line().replace("fusion-gpu-check", "fusion-gpu-speed"))
+    line = no_cuda_line() if cuda else None
+    if line:
+        print(line.replace("fusion-gpu-check", "fusion-gpu-speed"))
         return 0
     stages, dtypes, args.max_tokens, archs = check_args(args)
     atomic_files.claim(args.out + ".lock", f"--out {args.out}")

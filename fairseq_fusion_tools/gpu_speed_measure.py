@@ -178,14 +178,7 @@ def launch_us(cuda, n=2000):
 
 def launches_per_step(trainer, sample, cuda):
     """Kernel launches the host issues in one training step (the profiler's runtime-API calls)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    if not cuda:
-        return None
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        trainer.train_step([sample])
-        sync(cuda)
-    return sum(e.count for e in prof.key_averages() if e.key.startswith(("cudaLaunch", "cuLaunch")))
+    return profiled_step(trainer, sample, cuda)["launches"] if cuda else None
 
 
 def forward_backward_s(trainer, sample, cuda):
