@@ -8,10 +8,16 @@ included. ``fusion_transformer``'s technique flags are argument groups inside fa
 "Model-specific configuration" group, which argparse's help skips (it only lists a parser's own
 groups); the help shows them as groups of their own. Without ``--arch`` fairseq cannot know the
 model: fairseq-train's help ends with a line saying how to see them.
+
+A mistyped ``--arch`` gets one line with the nearest names (argparse's own refusal prints the usage
+and all ~200 choices).
 """
 import argparse
+import difflib
 import functools
 import sys
+
+from .errors import FusionError
 
 HELP = ("-h", "--help")
 NO_ARCH_HINT = (
@@ -62,10 +68,23 @@ def _nested_groups_shown(parser):
     parser.format_help = format_with_nested_groups
 
 
+def check_arch_name(name, registry):
+    """Refuse an ``--arch`` that no model registered, naming the nearest registered ones."""
+    if name is None or name in registry:
+        return
+    near = difflib.get_close_matches(name, sorted(registry), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    raise FusionError(f"--arch {name}: no such arch{hint} (fusion-archs lists the plugin's archs)")
+
+
 def _with_arch_help(parse_args_and_arch):
     @functools.wraps(parse_args_and_arch)
     def wrapper(parser, input_args=None, *args, **kwargs):
         argv = sys.argv[1:] if input_args is None else list(input_args)
+        if "--arch" in parser._option_string_actions:
+            from fairseq.models import ARCH_MODEL_REGISTRY
+
+            check_arch_name(_arch(argv), ARCH_MODEL_REGISTRY)
         if any(a in HELP for a in argv) and "format_help" not in vars(parser):  # once (it recurses)
             from fairseq.models import ARCH_MODEL_REGISTRY
 

@@ -53,3 +53,23 @@ def test_parsing_without_help_is_unchanged(tmp_path):
                                                 "--surface-fusion-lambda", "0.8"])
     assert (args.surface_fusion, args.surface_fusion_lambda) == ("hard", 0.8)
     assert "parse_known_args" not in vars(parser) and "format_help" not in vars(parser)
+
+
+@pytest.mark.parametrize("argv", [["--arch", "transformer_surface_fusoin"], ["-a", "transformer_surface_fusoin"],
+                                  ["--arch=transformer_surface_fusoin"]])
+def test_a_mistyped_arch_is_one_line_with_the_nearest_names(tmp_path, argv):
+    from fairseq_fusion.errors import FusionError
+
+    with pytest.raises(FusionError) as e:
+        options.parse_args_and_arch(options.get_training_parser(), [str(tmp_path), *argv])
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith("fairseq-fusion: error: --arch transformer_surface_fusoin: no such arch; did you mean "
+                              "transformer_surface_fusion,"), message
+
+
+def test_an_arch_with_no_near_name_is_refused_without_a_guess(tmp_path):
+    from fairseq_fusion.errors import FusionError
+
+    with pytest.raises(FusionError, match=r"--arch xyzzy: no such arch \(fusion-archs"):
+        options.parse_args_and_arch(options.get_training_parser(), [str(tmp_path), "--arch", "xyzzy"])
