@@ -11,6 +11,7 @@ import functools
 import os
 import pickle
 import re
+import tarfile
 import zipfile
 
 from .errors import LAST_SAVED, FusionError
@@ -156,6 +157,11 @@ def check_data_folder(data, source_lang=None, target_lang=None):
     if source_lang is None or target_lang is None:
         if not any(f.startswith("dict.") and f.endswith(".txt") for f in os.listdir(folder)):
             raise FusionError(f"data folder {folder}: no dict.*.txt in it; expected {expected}")
+        from fairseq.data.data_utils import infer_language_pair
+
+        if None in infer_language_pair(folder):  # fairseq: "Could not infer language pair" (a bare Exception)
+            raise FusionError(f"data folder {folder}: no binarized split (SPLIT.SRC-TGT.SRC.bin) to tell the "
+                              "languages from: give them (-s SRC -t TGT; the hub: source_lang=, target_lang=)")
         return
     for lang in (source_lang, target_lang):
         dict_file = os.path.join(folder, f"dict.{lang}.txt")
@@ -203,6 +209,33 @@ def check_hub_folder(model_name_or_path, checkpoint_file, hub_models):
                           f"{checkpoint_file}")
     for name in checkpoint_file.split(os.pathsep):
         check_checkpoint_file(os.path.join(model_name_or_path, name))
+
+
+def check_hub_data(model_name_or_path, data_name_or_path):
+    """``from_pretrained``'s data folder, where fairseq looks for it: beside the model if it starts with ".", else as
+    given (fairseq would go on with ``None`` for a missing path, or read a plain file as an archive)."""
+    if not _is_local(data_name_or_path) or not _is_local(model_name_or_path):
+        return
+    folder = (os.path.join(model_name_or_path, data_name_or_path) if data_name_or_path.startswith(".")
+              else data_name_or_path)
+    expected = "the binarized data folder of the model (dict.SRC.txt, dict.TGT.txt) or an archive of it"
+    if os.path.isfile(folder) and not (tarfile.is_tarfile(folder) or zipfile.is_zipfile(folder)):
+        raise FusionError(f"from_pretrained: data_name_or_path {folder}: is a file; expected {expected}")
+    if not os.path.exists(folder):
+        raise FusionError(f"from_pretrained: data_name_or_path {folder}: no such folder; expected {expected}")
+
+
+def check_registry_choices(options):
+    """``bpe=`` / ``tokenizer=`` (hub keyword arguments) name a registered one, else one line with the choices."""
+    from fairseq.registry import REGISTRIES
+
+    for kind in ("bpe", "tokenizer"):
+        value = options.get(kind)
+        if value is not None and value not in REGISTRIES[kind]["registry"]:
+            near = difflib.get_close_matches(str(value), sorted(REGISTRIES[kind]["registry"]), n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise FusionError(f"{kind}={value!r}: no such {kind}{hint}; expected one of "
+                              f"{', '.join(sorted(REGISTRIES[kind]['registry']))}")
 
 
 def patch_fairseq():

@@ -176,3 +176,33 @@ def test_commands_refuse_only_through_the_one_line_form():
 ])
 def test_fusion_commands_refuse_in_one_line(cmd, expected, tmp_path):
     one_line_refusal(run_cli(cmd, cwd=str(tmp_path), check=False), *expected)
+
+
+def test_hub_names_a_bad_data_folder_bpe_or_language_pair(multi30k_slice, checkpoint, tmp_path):
+    """from_pretrained's other arguments: fairseq went on with None (TypeError), read a plain file as an archive
+    (CompressionError), looked up an unknown bpe (KeyError) or could not tell the languages (bare Exception)."""
+    from fairseq_fusion.models import FusionTransformerModel
+
+    folder, name = os.path.dirname(checkpoint), os.path.basename(checkpoint)
+
+    def refusal(**kwargs):
+        with pytest.raises(FusionError) as e:
+            FusionTransformerModel.from_pretrained(folder, checkpoint_file=name, **kwargs)
+        assert "\n" not in str(e.value)
+        return str(e.value)
+
+    missing, a_file = str(tmp_path / "no-data"), os.path.join(multi30k_slice, "dict.en.txt")
+    assert f"data_name_or_path {missing}: no such folder" in refusal(data_name_or_path=missing)
+    assert f"data_name_or_path {a_file}: is a file" in refusal(data_name_or_path=a_file)
+    assert "bpe='subword-nmt': no such bpe (did you mean subword_nmt?)" in refusal(
+        data_name_or_path=multi30k_slice, bpe="subword-nmt")
+    dicts_only = tmp_path / "dicts-only"
+    dicts_only.mkdir()
+    for lang in ("en", "de"):
+        shutil.copy(os.path.join(multi30k_slice, f"dict.{lang}.txt"), dicts_only)
+    assert f"data folder {dicts_only}: no binarized split" in refusal(data_name_or_path=str(dicts_only))
+    # the languages given, the dictionaries alone are enough
+    hub = FusionTransformerModel.from_pretrained(folder, checkpoint_file=name, data_name_or_path=str(dicts_only),
+                                                 source_lang="en", target_lang="de")
+    with open(dicts_only / "dict.en.txt") as f:
+        assert len(hub.task.source_dictionary) == sum(1 for _ in f) + 4  # + fairseq's special symbols
