@@ -3,8 +3,10 @@
 Each check raises ``FusionError`` (one line, ``errors.py``) naming the file or option and what was
 expected: a checkpoint that is missing, empty or truncated; a ``--model-overrides`` key that is no
 option (with the nearest names); a data folder that does not exist or lacks its dictionaries; a hub
-folder that does not exist; a sentence longer than the model's positions (how to skip it). They wrap fairseq's own functions narrowly, as ``fairseq_fixes`` does,
-and leave every other exception (a real bug) with its traceback.
+folder that does not exist; a sentence longer than the model's positions (how to skip it). They wrap fairseq's own
+functions narrowly, as ``fairseq_fixes`` does, and leave every other exception (a real bug) with its traceback.
+A checkpoint loaded for another language direction than the run's (``-s``/``-t``, the hub's ``source_lang``, the
+data folder's) is a warning (``errors.warn``) naming both.
 """
 import difflib
 import functools
@@ -14,7 +16,7 @@ import re
 import tarfile
 import zipfile
 
-from .errors import LAST_SAVED, FusionError
+from .errors import LAST_SAVED, FusionError, warn
 
 
 def _is_local(path):
@@ -98,18 +100,54 @@ def check_overrides(arg_overrides, path):
                           f"fairseq-fusion, so it would be ignored{hint}")
 
 
+LANGUAGE_KEYS = ("source_lang", "target_lang")
+# checkpoint path -> (source, target) languages it was trained on, before any override (the hub's source_lang=...)
+CHECKPOINT_DIRECTIONS = {}
+
+
+def checkpoint_direction(state):
+    """The (source, target) languages a loaded checkpoint was trained on, or None: its task's ``-s``/``-t``, else
+    (trained without them) the pair fairseq-train inferred from its data folder's file names, if it still exists."""
+    from fairseq import utils
+    from fairseq.data.data_utils import infer_language_pair
+
+    cfg, args = state.get("cfg"), state.get("args")
+    task = cfg.get("task") if cfg is not None else args
+    found = tuple(getattr(task, k, None) for k in LANGUAGE_KEYS)
+    data = getattr(task, "data", None)
+    if not all(found) and isinstance(data, str) and os.path.isdir(utils.split_paths(data)[0]):
+        found = tuple(infer_language_pair(utils.split_paths(data)[0]))
+    return found if all(found) else None
+
+
+def _override_languages(state, overrides):
+    """What fairseq's loader does with overrides, for the languages alone (after their checkpoint values are read)."""
+    from fairseq.dataclass.utils import overwrite_args_by_name
+
+    if state.get("args") is not None:
+        for key, value in overrides.items():
+            setattr(state["args"], key, value)
+    if state.get("cfg") is not None:
+        overwrite_args_by_name(state["cfg"], overrides)
+
+
 def _checked_load(load_checkpoint_to_cpu):
     @functools.wraps(load_checkpoint_to_cpu)
     def wrapper(path, arg_overrides=None, load_on_all_ranks=False):
         check_checkpoint_file(path)
+        languages = {k: v for k, v in (arg_overrides or {}).items() if k in LANGUAGE_KEYS}
+        others = None if arg_overrides is None else {k: v for k, v in arg_overrides.items() if k not in languages}
         try:
-            state = load_checkpoint_to_cpu(path, arg_overrides, load_on_all_ranks)
+            state = load_checkpoint_to_cpu(path, others, load_on_all_ranks)
         except _READ_ERRORS as e:
             raise _unreadable(path, e) from e
         except RuntimeError as e:
             if any(m in str(e) for m in _READ_MESSAGES):
                 raise _unreadable(path, e) from e
             raise
+        CHECKPOINT_DIRECTIONS[path] = checkpoint_direction(state)
+        if languages:
+            _override_languages(state, languages)
         if arg_overrides and _is_fusion_state(state):
             check_overrides(arg_overrides, path)
         return state
@@ -118,21 +156,47 @@ def _checked_load(load_checkpoint_to_cpu):
     return wrapper
 
 
+def warn_direction(path, task):
+    """A warning when ``task`` translates another direction than the checkpoint at ``path`` was trained for."""
+    trained = CHECKPOINT_DIRECTIONS.get(path)
+    given = tuple(getattr(getattr(task, "cfg", None), k, None) for k in LANGUAGE_KEYS)
+    if trained is None or not all(given) or given == trained:
+        return
+    warn(f"checkpoint {path} was trained to translate {trained[0]} into {trained[1]}, but the languages given "
+         f"(-s/-t, source_lang/target_lang, or the data folder's) are {given[0]} into {given[1]}: the model reads its "
+         f"input as {trained[0]} and writes {trained[1]}")
+
+
 def _checked_ensemble(load_model_ensemble_and_task):
     @functools.wraps(load_model_ensemble_and_task)
     def wrapper(filenames, *args, **kwargs):
-        if kwargs.get("suffix", "") == "" and kwargs.get("num_shards", 1) == 1 and kwargs.get("state") is None:
+        plain = kwargs.get("suffix", "") == "" and kwargs.get("num_shards", 1) == 1 and kwargs.get("state") is None
+        if plain:
             for filename in filenames:
                 check_checkpoint_file(filename)
-        return load_model_ensemble_and_task(filenames, *args, **kwargs)
+        ensemble, cfg, task = load_model_ensemble_and_task(filenames, *args, **kwargs)
+        if plain:
+            for filename in filenames:
+                warn_direction(filename, task)
+        return ensemble, cfg, task
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper
 
 
+def record_languages(trainer):
+    """The languages the task inferred from the data folder (training without -s/-t) into the config the checkpoint
+    saves, so that loading it knows its direction (fairseq keeps them only in the task's own copy)."""
+    saved, used = getattr(trainer.cfg, "task", None), getattr(trainer.task, "cfg", None)
+    for key in LANGUAGE_KEYS:
+        if saved is not None and getattr(saved, key, "") is None and getattr(used, key, None):
+            setattr(saved, key, getattr(used, key))
+
+
 def _recorded_save(save_checkpoint):
     @functools.wraps(save_checkpoint)
     def wrapper(cfg, trainer, epoch_itr, val_loss):
+        record_languages(trainer)
         result = save_checkpoint(cfg, trainer, epoch_itr, val_loss)
         last = os.path.join(cfg.save_dir, "checkpoint_last.pt")
         if os.path.exists(last):
@@ -180,6 +244,25 @@ def _checked_setup_task(setup_task):
     return classmethod(wrapper)
 
 
+SKIP_HINT = ("add --skip-invalid-size-inputs-valid-test to skip such sentences (fairseq logs how many) and process "
+             "the rest, or split the long line")
+
+
+class OversizeError(FusionError):
+    """A sentence longer than the model's positions; ``named`` words it with the number a user counts (the
+    entry point's reports do, ``input_checks``), else fairseq's dataset index."""
+
+    def __init__(self, index, what):
+        self.index, self.what = index, what
+        super().__init__(self.message(f"sentence #{index}"))
+
+    def message(self, name):
+        return f"{name} {self.what}: {SKIP_HINT}"
+
+    def named(self, name):
+        return FusionError(self.message(name))
+
+
 def _named_oversize(filter_indices_by_size):
     @functools.wraps(filter_indices_by_size)
     def wrapper(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
@@ -190,11 +273,10 @@ def _named_oversize(filter_indices_by_size):
                 raise
             plain = re.sub(r"np\.\w+\(([^)]*)\)", r"\1", str(e))
             found = re.match(r"Size of sample #(\d+) is invalid \(=(.*)\) since max_positions=(.*?), skip", plain)
-            what = (f"sentence #{found.group(1)} has {found.group(2)} tokens, over max_positions={found.group(3)}"
-                    if found else plain.split(", skip this")[0])
-            raise FusionError(
-                f"{what}: add --skip-invalid-size-inputs-valid-test to skip such sentences (fairseq logs how many) "
-                "and process the rest, or split the long line") from None
+            if not found:
+                raise FusionError(f"{plain.split(', skip this')[0]}: {SKIP_HINT}") from None
+            raise OversizeError(int(found.group(1)), f"has {found.group(2)} tokens, over max_positions={found.group(3)}") \
+                from None
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper

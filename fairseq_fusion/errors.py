@@ -7,11 +7,18 @@ fairseq-hydra-train prints it through hydra's compact error path (``FusionError`
 ``CompactHydraException``s when hydra is installed). The hub raises it with the same message.
 Real bugs keep their traceback; ``FAIRSEQ_FUSION_TRACEBACK=1`` shows it for the plugin's errors too.
 Ctrl-C during ``fairseq-train`` says which checkpoint a re-run resumes from.
+
+Input that is processed but whose output is likely wrong (``input_checks.py``, a language that disagrees with the
+checkpoint's or with ``-t``) is said with ``warn``: a Python warning of category ``FusionWarning``, which the
+commands print as one line ``fairseq-fusion: warning: ...`` on stderr, and which Python callers (the hub) filter or
+record as any other warning.
 """
 import os
 import sys
+import warnings
 
 PREFIX = "fairseq-fusion: error: "
+WARNING_PREFIX = "fairseq-fusion: warning: "
 TRACEBACK_ENV = "FAIRSEQ_FUSION_TRACEBACK"
 
 try:  # hydra prints str(ex) of a CompactHydraException, without the traceback
@@ -27,6 +34,15 @@ class FusionError(ValueError, _Compact):
     def __init__(self, message):
         message = str(message)
         super().__init__(message if message.startswith(PREFIX) else PREFIX + message)
+
+
+class FusionWarning(UserWarning):
+    """Input that is processed, but whose output is likely not what the user wants (the message says why)."""
+
+
+def warn(message):
+    """One ``FusionWarning``: printed as the line ``fairseq-fusion: warning: MESSAGE`` (``install``)."""
+    warnings.warn(message, FusionWarning, stacklevel=2)
 
 
 def fail(message):
@@ -89,6 +105,19 @@ def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     _previous(exc_type, exc, tb)
 
 
+_SHOWWARNING = []  # the showwarning ours replaced: every other warning still goes there
+
+
+def _showwarning(message, category, filename, lineno, file=None, line=None):
+    if issubclass(category, FusionWarning):  # one line, without the code location a user cannot act on
+        print(WARNING_PREFIX + str(message), file=file if file is not None else sys.stderr)
+        return
+    _SHOWWARNING[-1](message, category, filename, lineno, file, line)
+
+
 def install():
     if sys.excepthook is not _excepthook:
         sys.excepthook = _excepthook
+    if warnings.showwarning is not _showwarning:
+        _SHOWWARNING.append(warnings.showwarning)
+        warnings.showwarning = _showwarning

@@ -1,4 +1,5 @@
 """Shared fixtures: a binarized slice of the real Multi30k data, small model args, CLI runner."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -62,18 +63,20 @@ def write_dicts(directory, vocab, langs=("src", "tgt")):
     return str(directory)
 
 
-def run_cli(cmd, cwd=None, env=None, check=True, fresh=False):
+def run_cli(cmd, cwd=None, env=None, check=True, fresh=False, stdin=None):
     """Run a console script of this environment; on failure show its output. It runs in a fork of this process
     (forked_cli: its own process without the 5 s of imports) unless ``fresh`` or the fork cannot run it the same;
-    FUSION_TEST_FRESH=1 runs every command in a new interpreter."""
+    FUSION_TEST_FRESH=1 runs every command in a new interpreter. ``stdin``: a file given as its standard input."""
     exe = os.path.join(BIN, cmd[0])
     full_env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
     if not fresh and not os.environ.get("FUSION_TEST_FRESH") and forked_cli.fork_ok(cmd, cwd):
         full_env = shell_env(full_env)  # the commands it starts in turn are forks too
-        rc, out, err = forked_cli.run_forked(exe, cmd, cwd, full_env)
+        rc, out, err = forked_cli.run_forked(exe, cmd, cwd, full_env, stdin)
         proc = subprocess.CompletedProcess([exe] + list(cmd[1:]), rc, out, err)
     else:
-        proc = subprocess.run([exe] + list(cmd[1:]), cwd=cwd, env=full_env, capture_output=True, text=True)
+        with open(stdin, "rb") if stdin is not None else contextlib.nullcontext() as stdin_file:
+            proc = subprocess.run([exe] + list(cmd[1:]), cwd=cwd, env=full_env, stdin=stdin_file, capture_output=True,
+                                  text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
     return proc

@@ -75,7 +75,7 @@ def _fresh_logging_and_warnings(cmd, env, python_argv=None):
     root logger as the command's own imports leave it (fairseq_cli's modules imported again, so that their
     basicConfig runs where it ran first; else the stderr handler in logging's basic format that importing fairseq
     leaves); Python's default warning filters, the plugin's (quiet.py) when the command loads it, and a showwarning
-    that prints to stderr (the test's recording one gone)."""
+    that prints to stderr (the test's recording one gone; the plugin's, errors.py, over it when the command loads it)."""
     import warnings
 
     root = logging.getLogger()
@@ -106,9 +106,10 @@ def _fresh_logging_and_warnings(cmd, env, python_argv=None):
     warnings._showwarnmsg_impl = lambda msg: sys.stderr.write(warnings._formatwarnmsg(msg))
     if cmd[0].startswith("fusion-") or any(a == "--user-dir" or a.startswith(("--user-dir=", "common.user_dir="))
                                            for a in cmd):
-        from fairseq_fusion import quiet
+        from fairseq_fusion import errors, quiet
 
         quiet.install()
+        errors.install()  # its warnings as one line (errors.warn)
 
 
 def _same_plugin_folder_is_imported():
@@ -217,7 +218,8 @@ def _child(exe, cmd, cwd, env, out_w, err_w, in_fd=None, python_argv=None):
 
 
 def run_forked(exe, cmd, cwd, env, stdin=None):
-    """(returncode, stdout, stderr) of ``cmd`` run in a fork of this process."""
+    """(returncode, stdout, stderr) of ``cmd`` run in a fork of this process; ``stdin``: a file read as its standard
+    input (else /dev/null)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     sys.stdout.flush()
@@ -226,7 +228,7 @@ def run_forked(exe, cmd, cwd, env, stdin=None):
     if pid == 0:
         os.close(out_r)
         os.close(err_r)
-        _child(exe, cmd, cwd, env, out_w, err_w)
+        _child(exe, cmd, cwd, env, out_w, err_w, None if stdin is None else os.open(stdin, os.O_RDONLY))
     os.close(out_w)
     os.close(err_w)
     out, err = [], []

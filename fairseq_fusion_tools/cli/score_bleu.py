@@ -9,9 +9,9 @@ import argparse
 import os
 
 from .. import atomic_files
-from ..analysis import common, evaluation
+from ..analysis import common, evaluation, text_language
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion.errors import fail, warn
 
 
 def get_parser():
@@ -32,6 +32,19 @@ def get_parser():
     return p
 
 
+def warn_other_language(flag, path, lines, lang):
+    """A warning when ``lines`` clearly read as another language than ``-t``: the tokenizer and the tokenized BLEU's
+    post-processing (compound split, characters) are chosen by ``-t``."""
+    found = text_language.guess(lines)
+    if found is None or found[0] == lang:
+        return
+    other, shares = found
+    warn(f"fusion-score-bleu: -t {lang}, but {flag} {path} reads as {other} ({100 * shares[other]:.0f}% of its words "
+         f"or letters speak for {other}, {100 * shares.get(lang, 0):.0f}% for {lang}): it is scored as {lang} "
+         f"(tokenized BLEU split: {evaluation.bleu_split(lang)}; {other}'s: {evaluation.bleu_split(other)}); "
+         f"give -t {other} if that is its language")
+
+
 def main(args):
     for flag, path in (("--hyp", args.hyp), ("--ref", args.ref)):
         if not os.path.exists(path):
@@ -44,6 +57,8 @@ def main(args):
     if len(hyps) != len(refs):
         fail(f"fusion-score-bleu: --hyp {args.hyp} has {len(hyps)} sentences but --ref {args.ref} has {len(refs)}")
     detok = hyps if args.hyp_format == "detok" else evaluation.detokenize(hyps, args.target_lang, args.detruecase)
+    for flag, path, lines in (("--hyp", args.hyp, detok), ("--ref", args.ref, refs)):
+        warn_other_language(flag, path, lines, args.target_lang)
     try:
         result = evaluation.score(detok, refs, args.target_lang, args.detok_only, args.split, args.sacrebleu_tokenize)
     except ValueError as e:

@@ -1,0 +1,51 @@
+"""Patches of fairseq's command modules (``fairseq_cli.interactive``, ``fairseq_cli.generate``), whenever imported.
+
+fairseq-interactive and fairseq-generate import their module before the plugin (``--user-dir``); the hub, the tests
+and a process that imports a command module later (or again) import it after. ``when_imported(NAME)`` registers a
+patch that is applied to the module at once if it is imported, and otherwise by an import hook when it is.
+"""
+import importlib.abc
+import importlib.machinery
+import sys
+
+PATCHES = {}  # module name -> patch(module)
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """The module's own loader, then its patch."""
+
+    def __init__(self, loader, patch):
+        self.loader, self.patch = loader, patch
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        self.patch(module)
+
+    def __getattr__(self, name):  # get_source, get_filename, ...: the module's own loader answers
+        return getattr(self.loader, name)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name not in PATCHES:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PatchingLoader(spec.loader, PATCHES[name])
+        return spec
+
+
+def when_imported(name):
+    """Decorator: ``patch(module)`` runs on module ``name`` now if it is imported, else when it is."""
+    def register(patch):
+        PATCHES[name] = patch
+        if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+            sys.meta_path.insert(0, _PatchOnImport())
+        if name in sys.modules:
+            patch(sys.modules[name])
+        return patch
+
+    return register
