@@ -200,9 +200,11 @@ def test_hub_names_a_bad_data_folder_bpe_or_language_pair(multi30k_slice, checkp
     dicts_only.mkdir()
     for lang in ("en", "de"):
         shutil.copy(os.path.join(multi30k_slice, f"dict.{lang}.txt"), dicts_only)
-    assert f"data folder {dicts_only}: no binarized split" in refusal(data_name_or_path=str(dicts_only))
-    # the languages given, the dictionaries alone are enough
-    hub = FusionTransformerModel.from_pretrained(folder, checkpoint_file=name, data_name_or_path=str(dicts_only),
-                                                 source_lang="en", target_lang="de")
+    # fairseq-interactive cannot tell the languages of a folder of dictionaries alone: one line with the flags
+    proc = run_cli(["fairseq-interactive", str(dicts_only), "--user-dir", USER_DIR, "--path", checkpoint, "--cpu"],
+                   check=False)
+    one_line_refusal(proc, f"data folder {dicts_only}: no binarized split", "-s SRC -t TGT")
+    # the hub takes them from the checkpoint (fairseq-train records the languages it inferred)
+    hub = FusionTransformerModel.from_pretrained(folder, checkpoint_file=name, data_name_or_path=str(dicts_only))
     with open(dicts_only / "dict.en.txt") as f:
         assert len(hub.task.source_dictionary) == sum(1 for _ in f) + 4  # + fairseq's special symbols
