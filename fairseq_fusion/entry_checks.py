@@ -97,18 +97,24 @@ def check_overrides(arg_overrides, path):
                           f"fairseq-fusion, so it would be ignored{hint}")
 
 
+def read_checkpoint(load, path, *args, **kwargs):
+    """``load(path, ...)`` (torch.load, fairseq's load_checkpoint_to_cpu) of a checkpoint file, refusing in one line a
+    missing, empty, truncated or foreign file."""
+    check_checkpoint_file(path)
+    try:
+        return load(path, *args, **kwargs)
+    except _READ_ERRORS as e:
+        raise _unreadable(path, e) from e
+    except RuntimeError as e:
+        if any(m in str(e) for m in _READ_MESSAGES):
+            raise _unreadable(path, e) from e
+        raise
+
+
 def _checked_load(load_checkpoint_to_cpu):
     @functools.wraps(load_checkpoint_to_cpu)
     def wrapper(path, arg_overrides=None, load_on_all_ranks=False):
-        check_checkpoint_file(path)
-        try:
-            state = load_checkpoint_to_cpu(path, arg_overrides, load_on_all_ranks)
-        except _READ_ERRORS as e:
-            raise _unreadable(path, e) from e
-        except RuntimeError as e:
-            if any(m in str(e) for m in _READ_MESSAGES):
-                raise _unreadable(path, e) from e
-            raise
+        state = read_checkpoint(load_checkpoint_to_cpu, path, arg_overrides, load_on_all_ranks)
         if arg_overrides and _is_fusion_state(state):
             check_overrides(arg_overrides, path)
         return state
