@@ -6,7 +6,6 @@ fixture (a good one, or one of the mistakes: missing, a folder, unreadable, Lati
 folder of the row. Mistake classes: a missing / unreadable / wrong-type (folder for file, file for folder) / Latin-1 /
 binary / empty input, an output in a read-only folder or under a regular file, a checkpoint of another technique than
 the command analyses, a split the data folder lacks, a flag of another command."""
-import gzip
 import os
 import shutil
 import stat
