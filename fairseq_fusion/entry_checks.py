@@ -131,20 +131,26 @@ def _override_languages(state, overrides):
         overwrite_args_by_name(state["cfg"], overrides)
 
 
+def read_checkpoint(load, path, *args, **kwargs):
+    """``load(path, ...)`` (torch.load, fairseq's load_checkpoint_to_cpu) of a checkpoint file, refusing in one line a
+    missing, empty, truncated or foreign file."""
+    check_checkpoint_file(path)
+    try:
+        return load(path, *args, **kwargs)
+    except _READ_ERRORS as e:
+        raise _unreadable(path, e) from e
+    except RuntimeError as e:
+        if any(m in str(e) for m in _READ_MESSAGES):
+            raise _unreadable(path, e) from e
+        raise
+
+
 def _checked_load(load_checkpoint_to_cpu):
     @functools.wraps(load_checkpoint_to_cpu)
     def wrapper(path, arg_overrides=None, load_on_all_ranks=False):
-        check_checkpoint_file(path)
         languages = {k: v for k, v in (arg_overrides or {}).items() if k in LANGUAGE_KEYS}
         others = None if arg_overrides is None else {k: v for k, v in arg_overrides.items() if k not in languages}
-        try:
-            state = load_checkpoint_to_cpu(path, others, load_on_all_ranks)
-        except _READ_ERRORS as e:
-            raise _unreadable(path, e) from e
-        except RuntimeError as e:
-            if any(m in str(e) for m in _READ_MESSAGES):
-                raise _unreadable(path, e) from e
-            raise
+        state = read_checkpoint(load_checkpoint_to_cpu, path, others, load_on_all_ranks)
         CHECKPOINT_DIRECTIONS[path] = checkpoint_direction(state)
         if languages:
             _override_languages(state, languages)

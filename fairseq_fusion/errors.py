@@ -32,8 +32,13 @@ class FusionError(ValueError, _Compact):
     """A refusal of bad input: the message names the flag or file and what was expected."""
 
     def __init__(self, message):
-        message = str(message)
-        super().__init__(message if message.startswith(PREFIX) else PREFIX + message)
+        # a refusal that quotes another one ("fusion-x: " + str(error)) keeps a single prefix, at the start
+        super().__init__(PREFIX + str(message).replace(PREFIX, ""))
+
+
+# set by the tools (fairseq_fusion_tools/cli): the one line for an OSError or UnicodeDecodeError on a file the command
+# line named, or None for any other exception
+USER_FILE_LINE = [None]
 
 
 class FusionWarning(UserWarning):
@@ -46,8 +51,12 @@ def warn(message):
 
 
 def fail(message):
-    """End a command with one line on stderr (``fairseq-fusion: error: ...``) and exit status 1."""
-    raise SystemExit(str(FusionError(message)))
+    """End a command with one line on stderr (``fairseq-fusion: error: ...``) and exit status 1. Called while handling
+    an error on a file the command line named (a catch-all ``except ValueError`` that met a UnicodeDecodeError), the
+    line says what is wrong with that file instead."""
+    handled = sys.exc_info()
+    line = USER_FILE_LINE[0] and handled[1] is not None and USER_FILE_LINE[0](handled[1], handled[2])
+    raise SystemExit(str(FusionError(line or message)))
 
 
 def show_tracebacks():

@@ -376,7 +376,7 @@ def main(args):
         return
     atomic_files.claim(args.out + ".lock", f"--out {args.out}")  # the workers (--worker) write nothing
     if not os.path.isdir(args.data):
-        fail(f"fusion-benchmark: --data {args.data} is not a directory (expected binarized data from fusion-prepare-text)")
+        fail(f"fusion-benchmark: --data {args.data} is not a folder (expected the binarized data folder of fusion-prepare-text)")
     if args.repeats < 1:
         fail(f"fusion-benchmark: --repeats must be >= 1, got {args.repeats}")
     archs = fusion_archs() if args.archs == "all" else args.archs.split(",")

@@ -653,7 +653,8 @@ def main(args):
     args.baseline = baseline
     systems.sort(key=lambda s: s["name"] != baseline)  # the baseline's run of a seed comes first
     if not os.path.isdir(args.data):
-        fail(f"fusion-compare: {args.data}: no such binarized data directory")
+        fail(f"fusion-compare: data {args.data}: {'a file' if os.path.exists(args.data) else 'no such folder'}; "
+             "expected the binarized data folder (fusion-prepare-text --destdir)")
     if args.target_lang is None:
         meta = os.path.join(args.data, "prepare.json")
         if not os.path.exists(meta):

@@ -5,6 +5,7 @@ and the benchmarks all resolve their corpora through here. A package installed w
 (``pip install .``: no ``recipes/`` beside it) has no default data folder, and what needs ``recipes/`` says so in
 one line (``recipe_path``).
 """
+import errno
 import os
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,4 +53,7 @@ def find_text(prefix, lang):
     for path in (f"{prefix}.{lang}", f"{prefix}.{lang}.gz"):
         if os.path.exists(path):
             return path
-    raise FileNotFoundError(f"no text file {prefix}.{lang} or {prefix}.{lang}.gz (expected one sentence per line)")
+    hint = "; the prefix goes without the language and .gz" if prefix.endswith((".gz", "." + lang)) else ""
+    # the filename makes it one line naming the flag of the prefix (fairseq_fusion_tools/cli/_user_files.py)
+    raise FileNotFoundError(errno.ENOENT, f"no text file {prefix}.{lang} or {prefix}.{lang}.gz (expected one sentence "
+                            f"per line{hint})", f"{prefix}.{lang}")

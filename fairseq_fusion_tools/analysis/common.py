@@ -43,6 +43,21 @@ def add_common_args(parser, split="test", several_paths=False):
     return add_split_args(parser, split)
 
 
+class MissingTechnique(ValueError):
+    """The checkpoint lacks the technique an analysis reads; the command names its --path (``technique_of``)."""
+
+
+@contextmanager
+def technique_of(path, prog):
+    """Turn a ``MissingTechnique`` raised in the block into one line naming the checkpoint ``path``."""
+    from fairseq_fusion.errors import FusionError
+
+    try:
+        yield
+    except MissingTechnique as e:
+        raise FusionError(f"{prog}: --path {path}: {e}") from None
+
+
 def no_grad(fn):
     """``@torch.no_grad()`` with torch imported at the first call (the module of ``fn`` loads without torch); a
     generator function keeps torch's handling (gradients off only while it runs)."""
@@ -61,18 +76,34 @@ def load_model(path, data=None, overrides=None, cpu=False):
 
     import fairseq_fusion  # noqa: F401  (registers the models and allow-lists checkpoint classes)
 
+    from fairseq_fusion.errors import FusionError
+
     if not os.path.exists(path):
-        raise FileNotFoundError(f"--path {path}: no such checkpoint")
+        raise FusionError(f"--path {path}: no such checkpoint file")
     arg_overrides = dict(overrides or {})
     if data is not None:
         if not os.path.isdir(data):
-            raise FileNotFoundError(f"--data {data}: no such binarized data directory")
+            raise FusionError(f"--data {data}: {'a file' if os.path.exists(data) else 'no such folder'}; expected the "
+                              "folder of the binarized data (fusion-prepare-text --destdir)")
         arg_overrides["data"] = data
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=arg_overrides)
     model = models[0].eval()
     if torch.cuda.is_available() and not cpu:
         model.cuda()
     return model, task, cfg
+
+
+def check_split(task, split, flag="--split"):
+    """Refuse, in one line, a split the task's data folder lacks (fairseq's FileNotFoundError names neither the flag
+    nor the splits there are); only translation's file layout is checked (SPLIT.SRC-TGT.SRC.idx)."""
+    from fairseq_fusion.errors import FusionError
+
+    data, src, tgt = (getattr(task.cfg, k, None) for k in ("data", "source_lang", "target_lang"))
+    if not (isinstance(data, str) and src and tgt and os.path.isdir(data)):
+        return
+    found = sorted({n.split(".")[0] for n in os.listdir(data) if n.endswith((f".{src}-{tgt}.{src}.idx", f".{tgt}-{src}.{src}.idx"))})
+    if found and split not in found:
+        raise FusionError(f"{flag} {split}: no such split in {data}; it has {', '.join(found)}")
 
 
 def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None, desc=None,
@@ -88,6 +119,7 @@ def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None
     from fairseq import utils
 
     if split not in task.datasets:  # a dataset set up by the caller (or loaded before) is used as is
+        check_split(task, split)
         task.load_dataset(split)
     dataset = task.dataset(split)
     order = dataset.ordered_indices()

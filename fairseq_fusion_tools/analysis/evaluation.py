@@ -19,6 +19,7 @@ import re
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_fusion.encoders.text_pipeline import detokenize  # noqa: F401  (scorers detokenize as --bpe prepared does)
+from fairseq_fusion.errors import FusionError
 
 CJK = re.compile(r"([\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef])")
 COMPOUND = re.compile(r"(\S)-(\S)")
@@ -49,11 +50,12 @@ def read_generate_output(path: str, bpe_symbol: str = "@@ ") -> Dict[str, List[s
             text = (text + " ").replace(bpe_symbol, "").rstrip()
             found[m.group(1)].setdefault(int(m.group(2)), text)
     if not found["H"]:
-        raise ValueError(f"{path}: no hypothesis lines (H-<id>\\t...): not a fairseq-generate output")
+        raise FusionError(f"{path}: no hypothesis lines (H-<id>\\t...): not a fairseq-generate output (plain text: "
+                          "--hyp-format tok or detok)")
     ids = sorted(found["H"])
     if ids != list(range(len(ids))):
         missing = sorted(set(range(ids[-1] + 1)) - set(ids))[:5]
-        raise ValueError(f"{path}: hypotheses of sentences {missing} are missing (incomplete generation?)")
+        raise FusionError(f"{path}: hypotheses of sentences {missing} are missing (incomplete generation?)")
     return {k: [v.get(i, "") for i in ids] if v else [] for k, v in found.items()}
 
 

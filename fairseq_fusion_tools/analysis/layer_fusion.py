@@ -19,13 +19,13 @@ from collections import Counter
 import torch
 
 from fairseq_fusion.modules.layer_attention import LayerAttention
-from .common import iterate_batches, load_model
+from .common import MissingTechnique, iterate_batches, load_model
 
 
 def layer_attention_module(model):
     reader = getattr(model.decoder, "encoder_reader", None)
     if not isinstance(reader, LayerAttention):
-        raise ValueError("this checkpoint has no layer attention: train it with --layer-attention fine|coarse "
+        raise MissingTechnique("this checkpoint has no layer attention: train it with --layer-attention fine|coarse "
                          "(e.g. --arch transformer_fine_grained_layer_attention)")
     return reader
 

@@ -14,7 +14,7 @@ from typing import Dict
 import torch
 
 from fairseq_fusion.modules.lexical_shortcuts import ShortcutMultiheadAttention
-from .common import capture, iterate_batches
+from .common import MissingTechnique, capture, iterate_batches
 from .lexical_frequency import sum_by_bin, type_bins
 
 HIST_BINS = 20
@@ -24,7 +24,7 @@ def gate_sites(model) -> Dict[str, str]:
     """'encoder.layers.0.self_attn' -> its name, for every attention with shortcuts."""
     sites = [n for n, m in model.named_modules() if isinstance(m, ShortcutMultiheadAttention)]
     if not sites:
-        raise ValueError(
+        raise MissingTechnique(
             "this checkpoint has no lexical shortcuts (trained without --lexical-shortcuts or "
             "--lexical-shortcuts-enc-dec): there are no gates to analyse"
         )

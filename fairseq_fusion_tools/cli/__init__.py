@@ -4,9 +4,20 @@ Every ``fusion-*`` command imports this package first, and it installs the one p
 fairseq becomes one line saying what to install, instead of a traceback: the scorers that need neither
 (fusion-score-bleu, -score-m2, -score-rouge, -significance, -aer, -bleu-by-length, -training-curve) run without them,
 every other command stops there (README: Installation; tests/test_packaging.py).
+
+It is also the one place where the other mistakes of a command line become one line ``fairseq-fusion: error: ...``
+(tests/test_mistakes.py): argparse's errors of a ``fusion-*`` parser (an unknown flag, a flag of another command)
+get that prefix, and an OSError or UnicodeDecodeError on a file the command line named (missing, a folder for a file,
+unreadable, not UTF-8, an output folder that cannot be written) is said in one line naming the flag and the file
+(``_user_files.py``); the same errors on paths the user did not give keep their traceback.
 """
+import argparse
 import os
 import sys
+
+from . import _user_files
+
+PREFIX = "fairseq-fusion: error: "  # fairseq_fusion.errors.PREFIX, not imported: that would load the plugin
 
 STACK = ("torch", "fairseq", "fairseq_cli")  # fairseq_cli ships with fairseq
 
@@ -22,8 +33,7 @@ def missing_stack_line(missing):
     """The one line for a command that needs torch and fairseq, run where ``missing`` (some of them) are not."""
     prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     prog = prog if prog.startswith("fusion-") else "this command"
-    # the prefix of the plugin's refusals (fairseq_fusion.errors.PREFIX), not imported: that would load the plugin
-    return (f"fairseq-fusion: error: {prog} needs torch and fairseq, and {sys.executable} has no "
+    return (f"{PREFIX}{prog} needs torch and fairseq, and {sys.executable} has no "
             f"{' and no '.join(missing)}: install torch, then fairseq (README: Installation; in the repository, "
             "make install does both)")
 
@@ -36,7 +46,36 @@ def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     if missing:
         print(missing_stack_line(missing), file=sys.stderr)
         return
+    line = _user_file_line(exc, tb)
+    if line is not None:
+        print(PREFIX + line, file=sys.stderr)
+        return
     _previous(exc_type, exc, tb)
 
 
+def _parse_known_args(self, args=None, namespace=None, _parse=argparse.ArgumentParser.parse_known_args):
+    parsed = _parse(self, args, namespace)
+    if self.prog.startswith("fusion-") and args is None:  # the command line itself (sys.argv)
+        _user_files.remember(self, parsed[0])
+        errors = sys.modules.get("fairseq_fusion.errors")  # the command has imported the plugin's fail() by now
+        if errors is not None:
+            errors.USER_FILE_LINE[0] = _user_file_line
+    return parsed
+
+
+def _error(self, message, _error=argparse.ArgumentParser.error):
+    """argparse's usage and error line, the error line with the prefix of every refusal."""
+    if not self.prog.startswith("fusion-"):
+        _error(self, message)
+    self.print_usage(sys.stderr)
+    self.exit(2, f"{PREFIX}{self.prog}: {message}\n")
+
+
+def _user_file_line(exc, tb):
+    return None if os.environ.get("FAIRSEQ_FUSION_TRACEBACK", "").lower() not in ("", "0", "false", "no") \
+        else _user_files.line_for(exc, tb)
+
+
 sys.excepthook = _excepthook
+argparse.ArgumentParser.parse_known_args = _parse_known_args
+argparse.ArgumentParser.error = _error

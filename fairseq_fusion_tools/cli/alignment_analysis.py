@@ -76,6 +76,8 @@ def main(args):
     for f, flag in [(args.parallel, "--parallel"), (args.gold, "--gold")] + [(p, "--path") for p in args.path]:
         if f is not None and not os.path.exists(f):
             fail(f"fusion-alignment-analysis: {flag} {f}: no such file")
+    if os.path.isfile(args.parallel) and os.path.getsize(args.parallel) == 0:
+        fail(f"fusion-alignment-analysis: --parallel {args.parallel}: empty file; expected 'source ||| target' lines")
     entries = []
     for path, label in zip(args.path, labels):
         try:

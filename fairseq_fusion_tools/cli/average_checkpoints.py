@@ -14,9 +14,9 @@ import re
 import torch
 
 from .. import atomic_files
-from fairseq_fusion import checkpoint_safety
+from fairseq_fusion import checkpoint_safety, entry_checks
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion.errors import FusionError, fail
 
 
 def last_n_checkpoints(path, n, upper_bound=None, kind="epoch"):
@@ -28,29 +28,27 @@ def last_n_checkpoints(path, n, upper_bound=None, kind="epoch"):
         if m and (upper_bound is None or int(m.group(1)) <= upper_bound):
             found.append((int(m.group(1)), os.path.join(path, name)))
     if len(found) < n:
-        raise ValueError(f"found {len(found)} {kind} checkpoints in {path}, expected at least {n}")
+        raise FusionError(f"found {len(found)} {kind} checkpoints in {path}, expected at least {n}")
     return [p for _, p in sorted(found, reverse=True)[:n]]
 
 
 def average_checkpoints(paths):
     if not paths:
-        raise ValueError("no checkpoints to average")
+        raise FusionError("no checkpoints to average")
     checkpoint_safety.allow_fairseq_checkpoint_globals()
     sums, dtypes, keys, new_state = collections.OrderedDict(), {}, None, None
     for path in paths:
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"checkpoint {path} not found")
-        state = torch.load(path, map_location="cpu")
+        state = entry_checks.read_checkpoint(torch.load, path, map_location="cpu")
         params = state["model"]
         if keys is None:
             keys = list(params.keys())
         elif set(params) != set(keys):
             diff = sorted(set(params).symmetric_difference(keys))[:5]
-            raise ValueError(f"{path} has other parameters than {paths[0]} (e.g. {diff}): not the same model")
+            raise FusionError(f"{path} has other parameters than {paths[0]} (e.g. {diff}): not the same model")
         for k in keys:
             p = params[k]
             if k in sums and sums[k].shape != p.shape:
-                raise ValueError(f"{path}: {k} has shape {tuple(p.shape)}, {paths[0]} has {tuple(sums[k].shape)}")
+                raise FusionError(f"{path}: {k} has shape {tuple(p.shape)}, {paths[0]} has {tuple(sums[k].shape)}")
             dtypes[k] = p.dtype
             sums[k] = sums[k] + p.double() if k in sums else p.double().clone()
         new_state = state

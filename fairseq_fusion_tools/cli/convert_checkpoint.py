@@ -16,8 +16,9 @@ import copy
 import torch
 
 from .. import atomic_files
-from fairseq_fusion import checkpoint_safety
+from fairseq_fusion import checkpoint_safety, entry_checks
 from ._tools import description_of
+from fairseq_fusion.errors import FusionError
 
 
 def convert(state, arch, overrides=None, init_new_parameters=False, task=None):
@@ -29,9 +30,9 @@ def convert(state, arch, overrides=None, init_new_parameters=False, task=None):
 
     args = copy.deepcopy(state["args"] if state.get("args") is not None else state["cfg"]["model"])
     if args is None or not hasattr(args, "arch"):
-        raise ValueError("checkpoint has no argparse model config (args / cfg.model): not a fairseq translation checkpoint")
+        raise FusionError("checkpoint has no argparse model config (args / cfg.model): not a fairseq translation checkpoint")
     if arch not in ARCH_CONFIG_REGISTRY:
-        raise ValueError(f"--arch {arch}: not a registered architecture")
+        raise FusionError(f"--arch {arch}: not a registered architecture")
     old_arch = args.arch
     # the new arch's preset decides its own flags; sizes and data settings come from the checkpoint
     technique_flags = {f.name for g in fusion_options.GROUPS for f in g.flags}
@@ -50,9 +51,9 @@ def convert(state, arch, overrides=None, init_new_parameters=False, task=None):
     new_keys = [k for k in own if k not in old]
     dropped = [k for k in old if k not in own]
     if dropped:
-        raise ValueError(f"{old_arch} -> {arch}: the checkpoint has parameters the new model lacks: {dropped[:8]}")
+        raise FusionError(f"--arch {arch}: the {old_arch} checkpoint has parameters the new model lacks: {dropped[:8]}")
     if new_keys and not init_new_parameters:
-        raise ValueError(
+        raise FusionError(
             f"{arch} has parameters the {old_arch} checkpoint lacks: {new_keys[:8]}...; "
             "pass --init-new-parameters to initialize them freshly"
         )
@@ -82,7 +83,7 @@ def get_parser():
 def main(args):
     checkpoint_safety.allow_fairseq_checkpoint_globals()
     torch.manual_seed(args.seed)
-    state = torch.load(args.input, map_location="cpu")
+    state = entry_checks.read_checkpoint(torch.load, args.input, map_location="cpu")
     overrides = ast.literal_eval(args.model_overrides)
     if args.data:
         overrides["data"] = args.data

@@ -60,6 +60,9 @@ def main(args):
                                                args.links_index_base)
         except ValueError as e:
             fail(f"fusion-embedding-similarity-bilingual: {e}")
+    if not pairs:
+        given = f"--dictionary {args.dictionary}" if args.dictionary else f"--alignment-text {args.alignment_text}"
+        fail(f"fusion-embedding-similarity-bilingual: {given}: no word pairs; expected one 'source target' pair a line")
     paths = [args.path] + list(args.compare)
     labels = args.labels.split(",") if args.labels else paths
     if len(labels) != len(paths):

@@ -6,7 +6,7 @@ encoder layers (Liu et al. 2021, Fig. 1), weights averaged over the dimensions.
 import argparse
 import ast
 
-from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
+from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, technique_of, write_outputs
 from ..analysis.layer_fusion import layer_attention_matrix
 from ._tools import description_of
 
@@ -36,7 +36,8 @@ def plot(matrix, path):
 
 def main(args):
     model, _, _ = load_model(args.path, args.data, ast.literal_eval(args.model_overrides), cpu=True)
-    matrix = layer_attention_matrix(model)  # decoder layers x encoder layers
+    with technique_of(args.path, "fusion-layer-attention-map"):
+        matrix = layer_attention_matrix(model)  # decoder layers x encoder layers
     fig = plot(matrix, args.path)
     data = {"path": args.path, "weights": matrix.tolist(),
             "rows": "decoder layers 1..M", "columns": "encoder layers 0 (word embeddings)..N"}

@@ -23,7 +23,7 @@ import dataclasses
 
 from fairseq.dataclass.configs import GenerationConfig
 
-from ..analysis.common import add_common_args, figure_title, locked, new_figure, write_outputs
+from ..analysis.common import add_common_args, figure_title, locked, new_figure, technique_of, write_outputs
 from ..analysis.layer_fusion import TRANSLATION_GENERATION, generation_args, masking_sweep
 from ..analysis.metrics import get_metric, known_metrics
 from ._tools import add_generation_args, description_of
@@ -88,11 +88,12 @@ def main(args):
     args.post_process = args.post_process or "subword_nmt"
     gen_args = generation_args(**{f.name: getattr(args, f.name) for f in dataclasses.fields(GenerationConfig)
                                   if hasattr(args, f.name)})
-    base, results = masking_sweep(
+    with technique_of(args.path, "fusion-layer-masking"):
+        base, results = masking_sweep(
         args.path, args.data, args.split, layers, cpu=args.cpu, overrides=ast.literal_eval(args.model_overrides),
-        metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=bpe,
-        max_tokens=args.max_tokens, max_sentences=args.max_sentences,
-    )
+            metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=bpe,
+            max_tokens=args.max_tokens, max_sentences=args.max_sentences,
+        )
     fig = plot(results, args.metric, f"Masking encoder layers of {args.path} ({args.split})")
     generation = {k: v for k, v in vars(gen_args).items() if v != getattr(GenerationConfig(), k)}
     write_outputs(args.out, {"path": args.path, "split": args.split, "metric": args.metric,

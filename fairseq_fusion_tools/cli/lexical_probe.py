@@ -19,7 +19,7 @@ import shutil
 import tempfile
 
 from ..analysis import lexical_probe as probe
-from ..analysis.common import add_common_args, load_model, locked, write_outputs
+from ..analysis.common import add_common_args, check_split, load_model, locked, write_outputs
 from ..analysis.lexical_pos import PositionCategories
 from ..analysis.lexical_store import StateStore
 from ._tools import description_of
@@ -83,6 +83,8 @@ def main(args):
     if len(set(splits.values())) < 3:
         fail(f"fusion-lexical-probe: --train-split, --valid-split and --split must differ, got {splits}")
     model, task, cfg = load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
+    for flag, split in (("--split", args.split), ("--train-split", args.train_split), ("--valid-split", args.valid_split)):
+        check_split(task, split, flag)
     task.load_dataset(args.split)
     categories = pos_categories(args, task)
     device = next(model.parameters()).device

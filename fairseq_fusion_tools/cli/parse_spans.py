@@ -74,6 +74,9 @@ def compute_spans(tree_lines, bpe_lines, parse_path, max_errors=10, rounding="ce
 
 
 def main(args):
+    if not os.path.isdir(args.data):
+        fail(f"fusion-parse-spans: --data {args.data}: {'a file' if os.path.exists(args.data) else 'no such folder'}; "
+             "expected the folder of the binarized data (fusion-prepare-text --destdir)")
     bpe_path = args.bpe or os.path.join(args.data, "tok", f"{args.split}.bpe.{args.source_lang}")
     for path, flag in ((args.parse, "--parse"), (bpe_path, "--bpe")):
         if not os.path.exists(path):
@@ -99,7 +102,8 @@ def main(args):
             if sum(lengths) != size - 1 and len(errors) < args.max_errors:
                 errors.append(f"{bpe_path} line {i}: {sum(lengths)} sub-words but binarized sentence {i} has {size - 1}")
     if errors:
-        fail("fusion-parse-spans: no span file written:\n" + "\n".join(errors))
+        print("\n".join(errors), file=sys.stderr)  # the details above the one line
+        fail(f"fusion-parse-spans: --parse {args.parse}: no span file written ({len(errors)} problems above)")
     out = args.output or span_path(args.data, args.split, args.source_lang, args.target_lang)
     atomic_files.write_lines(out, [format_spans(lengths) for lengths in spans])
     n_phrases = sum(len(s) for s in spans)

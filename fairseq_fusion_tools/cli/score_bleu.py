@@ -54,6 +54,8 @@ def main(args):
     else:
         hyps = evaluation.read_lines(args.hyp)
     refs = evaluation.read_lines(args.ref)
+    if not refs:
+        fail(f"fusion-score-bleu: --ref {args.ref}: empty file; expected one reference sentence a line")
     if len(hyps) != len(refs):
         fail(f"fusion-score-bleu: --hyp {args.hyp} has {len(hyps)} sentences but --ref {args.ref} has {len(refs)}")
     detok = hyps if args.hyp_format == "detok" else evaluation.detokenize(hyps, args.target_lang, args.detruecase)

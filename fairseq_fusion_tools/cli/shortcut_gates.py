@@ -14,9 +14,8 @@ import ast
 import os
 
 from ..analysis import lexical_gates as gates
-from ..analysis.common import add_common_args, load_model, locked, write_outputs
+from ..analysis.common import add_common_args, load_model, locked, technique_of, write_outputs
 from ._tools import description_of
-from fairseq_fusion.errors import fail
 
 
 def get_parser():
@@ -35,10 +34,8 @@ def main(args):
     results, entries = {}, []
     for path, label in zip(args.path, labels(args.path)):
         model, task, cfg = load_model(path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
-        try:
+        with technique_of(path, "fusion-shortcut-gates"):
             result = gates.gate_statistics(model, task, args.split, args.max_tokens, args.max_sentences, args.bins)
-        except ValueError as e:
-            fail(f"fusion-shortcut-gates: --path {path}: {e}")
         del model
         print(f"| {path}")
         for name, s in result.items():
