@@ -22,13 +22,15 @@ if not stack.missing():
 
     torch_version.check_torch()  # torch >= the oldest tested, or one line saying so
 
-    from . import attention_backends, checkpoint_safety, distributed_cpu, entry_checks, fairseq_fixes, input_checks
+    from . import (attention_backends, checkpoint_safety, command_paths, distributed_cpu, entry_checks, fairseq_fixes,
+                   input_checks)
 
     attention_backends.configure()  # no cuDNN attention on CUDA: it plans per batch shape (FUSION_CUDNN_ATTENTION=1 keeps it)
     checkpoint_safety.allow_fairseq_checkpoint_globals()
     distributed_cpu.patch_fairseq_ddp()
     fairseq_fixes.patch_fairseq()
     entry_checks.patch_fairseq()  # missing/truncated checkpoints, unknown --model-overrides keys, missing data folders
+    command_paths.patch_fairseq()  # --save-dir, --results-path, --input, a missing split: one line naming the flag
     input_checks.patch_fairseq()  # empty, non-UTF-8 or unknown-word input: warnings; an empty line's output empty
 
     from . import criterions, models, modules, tasks  # noqa: F401

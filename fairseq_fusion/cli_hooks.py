@@ -8,21 +8,22 @@ import importlib.abc
 import importlib.machinery
 import sys
 
-PATCHES = {}  # module name -> patch(module)
+PATCHES = {}  # module name -> [patch(module), ...], applied in the order registered
 
 
 class _PatchingLoader(importlib.abc.Loader):
     """The module's own loader, then its patch."""
 
-    def __init__(self, loader, patch):
-        self.loader, self.patch = loader, patch
+    def __init__(self, loader, patches):
+        self.loader, self.patches = loader, patches
 
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
         self.loader.exec_module(module)
-        self.patch(module)
+        for patch in self.patches:
+            patch(module)
 
     def __getattr__(self, name):  # get_source, get_filename, ...: the module's own loader answers
         return getattr(self.loader, name)
@@ -41,7 +42,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 def when_imported(name):
     """Decorator: ``patch(module)`` runs on module ``name`` now if it is imported, else when it is."""
     def register(patch):
-        PATCHES[name] = patch
+        PATCHES.setdefault(name, []).append(patch)
         if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
             sys.meta_path.insert(0, _PatchOnImport())
         if name in sys.modules:

@@ -172,3 +172,15 @@ def tiny_checkpoint(multi30k_slice, tmp_path_factory):
     save = str(tmp_path_factory.mktemp("tiny_checkpoint"))
     run_cli(tiny_train_args(multi30k_slice, save, "transformer_surface_fusion"))
     return os.path.join(save, "checkpoint_last.pt")
+
+
+def unwritable_folder(tmp):
+    """A folder this user cannot write in: a chmod 555 one, or (root writes through permissions) /sys, whose files
+    root cannot create either; None if neither stops this user."""
+    for folder in (tmp, "/sys"):
+        try:
+            open(os.path.join(folder, "probe"), "wb").close()
+        except OSError:
+            return folder
+        os.remove(os.path.join(folder, "probe"))
+    return None

@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, unwritable_folder
 from fairseq_fusion.errors import PREFIX
 
 ALIGN = os.path.join(os.environ.get("FUSION_DATA", ""), "alignment")
@@ -165,18 +165,6 @@ def flat_trees(tokenized):
 
 def root_reads_anything():
     return os.geteuid() == 0
-
-
-def unwritable_folder(tmp):
-    """A folder this user cannot write in: a chmod 555 one, or (root writes through permissions) /sys, whose files
-    root cannot create either; None if neither stops this user."""
-    for folder in (tmp, "/sys"):
-        try:
-            _write(os.path.join(folder, "probe"), b"")
-        except OSError:
-            return folder
-        os.remove(os.path.join(folder, "probe"))
-    return None
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from conftest import BIN, REPO, run_cli
+from conftest import BIN, REPO, run_cli, unwritable_folder
 from conftest import tiny_train_args as tiny_train
 from fairseq_fusion import errors
 from fairseq_fusion.errors import PREFIX, FusionError
@@ -208,3 +208,31 @@ def test_hub_names_a_bad_data_folder_bpe_or_language_pair(multi30k_slice, checkp
     hub = FusionTransformerModel.from_pretrained(folder, checkpoint_file=name, data_name_or_path=str(dicts_only))
     with open(dicts_only / "dict.en.txt") as f:
         assert len(hub.task.source_dictionary) == sum(1 for _ in f) + 4  # + fairseq's special symbols
+
+
+def test_fairseq_commands_name_an_unusable_folder_file_or_split(multi30k_slice, checkpoint, tmp_path):
+    """fairseq's NotADirectoryError / PermissionError / FileNotFoundError tracebacks, and its 'Dataset not found'
+    that names no flag, become one line naming the flag (command_paths.py)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder\n")
+    proc = run_cli(tiny_train(multi30k_slice, str(a_file / "ck"), "fusion_transformer"), check=False)
+    one_line_refusal(proc, f"--save-dir {a_file}/ck", f"{a_file} is a file; expected a folder")
+    readonly = tmp_path / "readonly"
+    readonly.mkdir(mode=0o555)
+    unwritable = unwritable_folder(str(readonly))
+    if unwritable is not None:
+        proc = run_cli(tiny_train(multi30k_slice, os.path.join(unwritable, "ck"), "fusion_transformer"), check=False)
+        one_line_refusal(proc, f"--save-dir {unwritable}/ck: cannot write in it")
+    splits = sorted({n.split(".")[0] for n in os.listdir(multi30k_slice) if n.endswith(".en-de.en.idx")})
+    proc = generate(multi30k_slice, checkpoint, "--gen-subset", "tset")
+    one_line_refusal(proc, "split 'tset'", f"data folder {multi30k_slice}", f"it has {', '.join(splits)}")
+    proc = run_cli(tiny_train(multi30k_slice, str(tmp_path / "ck"), "fusion_transformer", "--valid-subset", "vaild"),
+                   check=False)
+    one_line_refusal(proc, "split 'vaild'", "--valid-subset")
+    proc = generate(multi30k_slice, checkpoint, "--results-path", str(a_file / "out"))
+    one_line_refusal(proc, f"--results-path {a_file}/out", f"{a_file} is a file")
+    for given, what in ((tmp_path / "no-input.txt", "no such file"), (tmp_path, "is a folder")):
+        proc = run_cli(["fairseq-interactive", multi30k_slice, "--user-dir", USER_DIR, "--path", checkpoint, "--cpu",
+                        "--input", str(given)], check=False)
+        one_line_refusal(proc, f"--input {given}: {what}")
+    assert a_file.read_text() == "not a folder\n"

@@ -1,0 +1,130 @@
+"""The folders and files fairseq's commands write or read, refused in one line naming the flag when unusable.
+
+fairseq raises ``NotADirectoryError``, ``PermissionError`` or ``FileNotFoundError`` tracebacks for them, or a bare
+``FileNotFoundError("Dataset not found: SPLIT (DATA)")`` that names no flag:
+
+- ``--save-dir`` (fairseq-train: ``checkpoint_utils.verify_checkpoint_directory``) under a regular file or not
+  writable;
+- ``--results-path`` (fairseq-generate) under a regular file;
+- ``--input`` (fairseq-interactive) missing or a folder;
+- a split a translation data folder lacks (``--train-subset``, ``--valid-subset``, ``--gen-subset``).
+"""
+import errno
+import functools
+import os
+
+from .cli_hooks import when_imported
+from .errors import FusionError
+
+
+def file_above(path):
+    """``path`` itself or the nearest folder above it that exists and is not a folder, or None."""
+    p = os.path.abspath(path)
+    while p != os.path.dirname(p):
+        if os.path.exists(p):
+            return p if not os.path.isdir(p) else None
+        p = os.path.dirname(p)
+    return None
+
+
+def check_output_folder(path, flag):
+    """A folder a command creates and writes in: neither a file nor under one."""
+    if path and file_above(path):
+        raise FusionError(f"{flag} {path}: {file_above(path)} is a file; expected a folder")
+
+
+def check_input_file(path, flag):
+    if not path or path == "-":
+        return
+    if os.path.isdir(path):
+        raise FusionError(f"{flag} {path}: is a folder; expected a text file (or - for stdin)")
+    if not os.path.exists(path):
+        raise FusionError(f"{flag} {path}: no such file; expected a text file (or - for stdin)")
+
+
+def translation_splits(folder, source, target):
+    """The splits of a binarized translation folder (SPLIT.SRC-TGT.SRC.idx, either pair order)."""
+    ends = (f".{source}-{target}.{source}.idx", f".{target}-{source}.{source}.idx")
+    return sorted({name.split(".")[0] for name in os.listdir(folder) if name.endswith(ends)})
+
+
+def _checked_save_dir(verify_checkpoint_directory):
+    @functools.wraps(verify_checkpoint_directory)
+    def wrapper(save_dir):
+        check_output_folder(save_dir, "--save-dir")
+        try:
+            return verify_checkpoint_directory(save_dir)
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            raise FusionError(f"--save-dir {save_dir}: cannot write in it ({e.strerror}); expected a folder this "
+                              "user can write in") from None
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper
+
+
+def _named_split(load_dataset):
+    @functools.wraps(load_dataset)
+    def wrapper(self, split, *args, **kwargs):
+        try:
+            return load_dataset(self, split, *args, **kwargs)
+        except FileNotFoundError as e:
+            if not str(e).startswith("Dataset not found: "):
+                raise
+            from fairseq import utils
+
+            folder = utils.split_paths(self.cfg.data)[0]
+            found = translation_splits(folder, self.cfg.source_lang, self.cfg.target_lang)
+            raise FusionError(
+                f"split {split!r}: no such split of {self.cfg.source_lang}-{self.cfg.target_lang} in data folder "
+                f"{folder}; it has {', '.join(found) or 'none'} (--train-subset, --valid-subset, --gen-subset)"
+            ) from None
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper
+
+
+def _config(cfg):
+    from argparse import Namespace
+
+    if isinstance(cfg, Namespace):
+        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+        return convert_namespace_to_omegaconf(cfg)
+    return cfg
+
+
+def _checked_main(module, check):
+    if getattr(module.main, "paths_checked_by_fairseq_fusion", False):
+        return
+    main = module.main
+
+    @functools.wraps(main)
+    def checked_main(cfg):
+        cfg = _config(cfg)
+        check(cfg)
+        return main(cfg)
+
+    checked_main.paths_checked_by_fairseq_fusion = True
+    module.main = checked_main
+
+
+@when_imported("fairseq_cli.generate")
+def _patch_generate(module):
+    _checked_main(module, lambda cfg: check_output_folder(cfg.common_eval.results_path, "--results-path"))
+
+
+@when_imported("fairseq_cli.interactive")
+def _patch_interactive(module):
+    _checked_main(module, lambda cfg: check_input_file(cfg.interactive.input, "--input"))
+
+
+def patch_fairseq():
+    from fairseq import checkpoint_utils
+    from fairseq.tasks.translation import TranslationTask
+
+    if not getattr(checkpoint_utils.verify_checkpoint_directory, "patched_by_fairseq_fusion", False):
+        checkpoint_utils.verify_checkpoint_directory = _checked_save_dir(checkpoint_utils.verify_checkpoint_directory)
+    if not getattr(TranslationTask.load_dataset, "patched_by_fairseq_fusion", False):
+        TranslationTask.load_dataset = _named_split(TranslationTask.load_dataset)
