@@ -135,7 +135,7 @@ def analyze_stream(model, task, pairs: Iterable, gold: Optional[Iterable] = None
     """Stream ``pairs`` (and ``gold``, one (sure, possible) per pair) through the model.
     Returns (rows per layer, sentences, unknown sub-words). C<=i counts the model's source
     words: the file's target side when ``swap``."""
-    from tqdm import tqdm
+    from ..progress import progress as progress_bar
 
     stats = AlignmentStats(len(model.decoder.layers))
     if gold is not None:
@@ -146,7 +146,7 @@ def analyze_stream(model, task, pairs: Iterable, gold: Optional[Iterable] = None
     unk = 0
     source_of = (lambda link: link[1]) if swap else (lambda link: link[0])
     results = align_batches(model, task, pairs, bpe, swap, lower, batch_size)
-    for (per_layer, n_unk), pair, g in tqdm(zip(results, lengths, gold_a), desc="align", mininterval=2, disable=not progress):
+    for (per_layer, n_unk), pair, g in progress_bar(zip(results, lengths, gold_a), show=progress, desc="align"):
         model_source = pair[1] if swap else pair[0]
         stats.add(per_layer, len(model_source), g, source_of)
         unk += n_unk

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from typing import Dict, Iterable, List, Optional
 
 import numpy as np
-from tqdm import tqdm
 
 from .. import atomic_files
+from ..progress import progress
 
 
 def add_checkpoint_args(parser, several_paths=False, required=True, weights_only=False, path_help=None,
@@ -105,7 +105,7 @@ def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None
     if max_batches is not None:
         batch_sampler = batch_sampler[:max_batches]
     device = next(model.parameters()).device if model is not None else torch.device("cpu")
-    for batch in tqdm(batch_sampler, desc=desc or split, mininterval=2):
+    for batch in progress(batch_sampler, desc=desc or split):
         sample = dataset.collater([dataset[i] for i in batch])
         if not sample:
             continue

@@ -275,7 +275,7 @@ def run(model, task, train_epochs, valid_batches, test_batches, modules=MODULES,
     """Train all probes group by group (``group_size`` probes at a time), then measure Eq. 1
     on ``test_batches()``. Returns {"ppl": {side: {module: [per layer]}}, "baseline_ppl":
     {side: PPL}, ...}."""
-    from tqdm import tqdm
+    from ..progress import progress as progress_bar
 
     model.eval()
     sources, keys = probe_keys(model, modules, sides, baseline, layers)
@@ -284,7 +284,7 @@ def run(model, task, train_epochs, valid_batches, test_batches, modules=MODULES,
     groups = [keys[i: i + group_size] for i in range(0, len(keys), group_size)]
     pad, eos = task.source_dictionary.pad(), task.source_dictionary.eos()
     totals, records = {}, {}
-    for n, group in enumerate(tqdm(groups, desc="probe groups", disable=not progress), 1):
+    for n, group in enumerate(progress_bar(groups, show=progress, desc="probe groups", mininterval=0.1), 1):
         probes, recs = train_group(model, task, group, train_epochs, valid_batches, **train_kw)
         totals.update(evaluate(model, probes, test_batches(), pad, eos))
         records.update(recs)
