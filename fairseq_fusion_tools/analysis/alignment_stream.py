@@ -171,17 +171,17 @@ def _checked(pairs, gold):
 
 def plot(entries, title=""):
     """AER (a) and C<=i (b) by decoder layer, one line per checkpoint (Figs. 4-7 overlaid)."""
-    from .common import figure_title, new_figure
+    from .common import checkpoint_styles, figure_title, new_figure
 
     with_aer = all("aer" in r for e in entries for r in e["layers"])
     fig, axes = new_figure(1, 2 if with_aer else 1, figsize=(9 if with_aer else 4.8, 3.4), squeeze=False)
     axes = axes[0]
-    for n, entry in enumerate(entries):
+    for entry, style in zip(entries, checkpoint_styles(len(entries))):
         xs = [r["layer"] for r in entry["layers"]]
         label = entry.get("label")
         if with_aer:
-            axes[0].plot(xs, [r["aer"] for r in entry["layers"]], marker="o", color=f"C{n % 10}", label=label)
-        axes[-1].plot(xs, [r["cumulative_coverage"] for r in entry["layers"]], marker="s", color=f"C{n % 10}", label=label)
+            axes[0].plot(xs, [r["aer"] for r in entry["layers"]], label=label, **style)
+        axes[-1].plot(xs, [r["cumulative_coverage"] for r in entry["layers"]], label=label, **style)
         for ax in axes:
             ax.set_xticks(xs)
     if with_aer:

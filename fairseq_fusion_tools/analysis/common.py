@@ -214,3 +214,46 @@ def figure_title(fig, title, **kwargs):
     width = max(40, int(fig.get_figwidth() * 120 / kwargs.get("fontsize", 10)))
     fig.suptitle("\n".join(textwrap.wrap(title, width, break_on_hyphens=False)), **kwargs)
     return fig
+
+
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def checkpoint_styles(n):
+    """Line properties that tell ``n`` overlaid checkpoints apart, in colour and in black and white: each its own
+    colour, line style and marker (matplotlib's ten colours; (colour, line style) repeats only after 20)."""
+    return [{"color": f"C{i % 10}", "linestyle": LINESTYLES[i % len(LINESTYLES)], "marker": MARKERS[i % len(MARKERS)]}
+            for i in range(n)]
+
+
+def integer_axis(ax, axis="x"):
+    """Ticks at whole numbers only (a layer, a bin): matplotlib's default puts 1.25, 1.5 between two layers."""
+    from matplotlib.ticker import MaxNLocator
+
+    getattr(ax, axis + "axis").set_major_locator(MaxNLocator(integer=True))
+    return ax
+
+
+NA_COLOUR = "lightgrey"
+
+
+def heatmap(ax, grid, cmap, vmin=None, vmax=None, fmt="{:.3f}", dark_above=None, **imshow_kwargs):
+    """``grid`` (rows x columns, NaN = n/a) drawn with its values written in the cells; an n/a cell is grey, hatched
+    and labelled "n/a", apart from every value's colour (imshow would leave it blank: the colour of 0 in most maps).
+    Values above ``dark_above`` are written in white. Returns the image (for a colorbar)."""
+    import matplotlib
+    from matplotlib.patches import Rectangle
+
+    grid = np.asarray(grid, dtype=float)
+    cmap = matplotlib.colormaps[cmap].with_extremes(bad=NA_COLOUR)
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", **imshow_kwargs)
+    for (row, col), value in np.ndenumerate(grid):
+        if np.isnan(value):
+            ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, hatch="//", edgecolor="grey", linewidth=0,
+                                   gid="n/a"))
+            ax.text(col, row, "n/a", ha="center", va="center", color="dimgrey", fontsize=9)
+        elif fmt:
+            dark = dark_above is not None and value > dark_above
+            ax.text(col, row, fmt.format(value), ha="center", va="center", color="white" if dark else "black", fontsize=9)
+    return image
