@@ -446,15 +446,15 @@ reg("fusion-aer --gold ../shared/data/alignment/deen/deen.talp --hyp "
 reg("fusion-alignment-analysis --path CKPT_A CKPT_B --labels standard,simplified --data DATA_BIN --parallel "
     "../shared/data/alignment/deen/test.de-en --gold ../shared/data/alignment/deen/deen.talp --out OUT", "analyses",
     sub=[("CKPT_A", "vanilla/checkpoint_best.pt"), ("CKPT_B", "simplified/checkpoint_best.pt"), ("DATA_BIN", "data-bin"),
-         ("OUT", "results/alignment")], tiny="--max-sentences 20", files=PNG_JSON("results/alignment"))
+         ("OUT", "results/alignment")], tiny="--sentences 20", files=PNG_JSON("results/alignment"))
 reg("fusion-alignment-analysis --path CKPT --data DATA_BIN --parallel train.en-de --out OUT", "analyses",
     sub=[("CKPT", "vanilla/checkpoint_best.pt"), ("DATA_BIN", "data-bin"), ("OUT", "results/coverage")],
-    tiny="--max-sentences 20", before="parallel_text", files=PNG_JSON("results/coverage"))
+    tiny="--sentences 20", before="parallel_text", files=PNG_JSON("results/coverage"))
 reg("fusion-information-probe --path CKPT_A CKPT_B --data DATA_BIN --train-sentences 10000 --valid-sentences 500 "
     "--split test --probe-group-size 8 --out OUT [--modules TEM,SEM,IFM --sides source,target]", "analyses",
     sub=[("CKPT_A", "vanilla/checkpoint_best.pt"), ("CKPT_B", "simplified/checkpoint_best.pt"), ("DATA_BIN", "data-bin"),
          ("OUT", "results/information"), ("[--modules TEM,SEM,IFM --sides source,target]", "--modules TEM,SEM,IFM --sides source,target")],
-    tiny="--train-sentences 40 --valid-sentences 20 --max-sentences 20 --max-epochs 1 --eval-interval 5",
+    tiny="--train-sentences 40 --valid-sentences 20 --sentences 20 --max-epochs 1 --eval-interval 5",
     files=PNG_JSON("results/information"))
 PREPARE = ("fusion-prepare-text -s en -t de --trainpref ../shared/data/multi30k/train --validpref ../shared/data/multi30k/val "
            "--testpref ../shared/data/multi30k/test_2016_flickr --destdir data-bin/multi30k --bpe-merges 4000")
@@ -480,7 +480,7 @@ reg("fairseq-train --cpu", "flags", mode="flags", local="a flag named in the tex
 reg("fusion-layer-attention-map --path fgla/checkpoint_best.pt --out results/layer_attention", "analyses",
     files=PNG_JSON("results/layer_attention"))
 reg("fusion-layer-masking --path fgla/checkpoint_best.pt --data data-bin/multi30k --split test --beam 4 --out results/masking",
-    "analyses", tiny="--max-sentences 8 --max-len-a 0 --max-len-b 4", files=PNG_JSON("results/masking"))
+    "analyses", tiny="--sentences 8 --max-len-a 0 --max-len-b 4", files=PNG_JSON("results/masking"))
 reg("fairseq-generate data-bin/multi30k --user-dir $(fusion-user-dir) --path fgla/checkpoint_best.pt --model-overrides "
     "\"{'layer_attention_mask': 0}\" --beam 4 --remove-bpe", "analyses_generate", tiny=TINY_GEN, out=BLEU)
 reg("fusion-embedding-expressivity --path fgla/checkpoint_best.pt --compare sf/checkpoint_best.pt vanilla/checkpoint_best.pt "
@@ -519,12 +519,12 @@ reg("fairseq-train data-bin/multi30k --user-dir $(fusion-user-dir) --arch transf
 reg("fusion-lexical-probe --path ckpt_ff/checkpoint_last.pt --data data-bin/multi30k --train-split train "
     "--max-train-sentences 100000 --valid-split valid --split test --source-pos-tags test.tags.en --target-pos-tags "
     "test.tags.de --out results/lexical_probe", "lexical", before="pos_tags",
-    tiny="--max-train-sentences 60 --max-valid-sentences 20 --max-sentences 20 --max-epochs 1 --warmup-updates 0 --cpu",
+    tiny="--max-train-sentences 60 --max-valid-sentences 20 --sentences 20 --max-epochs 1 --warmup-updates 0 --cpu",
     files=PNG_JSON("results/lexical_probe"))
 reg("fusion-embedding-similarity --path ckpt_ff/checkpoint_last.pt --data data-bin/multi30k --split test --out "
-    "results/embedding_similarity", "lexical", tiny="--max-sentences 20", files=PNG_JSON("results/embedding_similarity"))
+    "results/embedding_similarity", "lexical", tiny="--sentences 20", files=PNG_JSON("results/embedding_similarity"))
 reg("fusion-shortcut-gates --path ckpt_ff/checkpoint5.pt ckpt_ff/checkpoint_last.pt --data data-bin/multi30k --split test "
-    "--out results/shortcut_gates", "lexical", tiny="--max-sentences 20", files=PNG_JSON("results/shortcut_gates"))
+    "--out results/shortcut_gates", "lexical", tiny="--sentences 20", files=PNG_JSON("results/shortcut_gates"))
 
 # ---- docs/phrase_representations.md
 reg("fairseq-train DATA --user-dir $(fusion-user-dir) --arch transformer_phrase ...", "phrase", sub=[("DATA", "data-bin")],

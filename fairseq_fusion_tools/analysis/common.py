@@ -2,8 +2,10 @@
 
 torch is imported where it is used: the scorers import this module in an environment without torch (cli/__init__.py).
 """
+import argparse
 import functools
 import os
+import sys
 from contextlib import contextmanager
 from typing import Dict, Iterable, List, Optional
 
@@ -30,10 +32,32 @@ def add_checkpoint_args(parser, several_paths=False, required=True, weights_only
 
 
 def add_split_args(parser, split="test", max_tokens=4000):
-    """The options of an analysis that reads a binarized split: --split, --max-tokens, --max-sentences."""
+    """The options of an analysis that reads a binarized split: --split, --max-tokens, --sentences."""
     parser.add_argument("--split", default=split, help="Binarized split to read (default: %(default)s).")
     parser.add_argument("--max-tokens", type=int, default=max_tokens, help="Tokens per batch (default: %(default)s).")
-    parser.add_argument("--max-sentences", type=int, default=None, help="Use at most this many sentences of --split.")
+    return add_sentences_arg(parser, "Read only the first N sentences of --split (default: all).")
+
+
+class DeprecatedName(argparse.Action):
+    """An option's old name: sets the new option's value and says on stderr, once, to use the new name."""
+
+    def __init__(self, option_strings, dest, new_name, **kwargs):
+        self.new_name = new_name
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is deprecated: it is {self.new_name} (a number of sentences "
+              f"to read, not a batch size as in fairseq-generate)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_sentences_arg(parser, help):
+    """``--sentences N``: how many sentences an analysis reads (a sample size; fairseq-generate's --max-sentences is
+    a batch size). ``--max-sentences``, its old name, still works with a warning; giving both is refused."""
+    names = parser.add_mutually_exclusive_group()
+    names.add_argument("--sentences", type=int, default=None, metavar="N", help=help)
+    names.add_argument("--max-sentences", dest="sentences", type=int, metavar="N", action=DeprecatedName,
+                       new_name="--sentences", help="Deprecated name of --sentences.")
     return parser
 
 

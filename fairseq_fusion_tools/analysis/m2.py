@@ -428,7 +428,7 @@ def score_m2(hyps: Iterable[str], gold_path: str, beta: float = 0.5, max_unchang
 def m2_metric(gold_path: str):
     """The metric ``m2:GOLD.m2``: F0.5 x 100 of the hypotheses against GOLD.m2 (the references are not
     used). The hypotheses are the split's sentences in order, all of them or the first N (an analysis's
-    ``--max-sentences``): they are scored against the first N sentences of GOLD.m2."""
+    ``--sentences``): they are scored against the first N sentences of GOLD.m2."""
     import os
 
     if not os.path.isfile(gold_path):

@@ -94,7 +94,7 @@ def main(args):
     base, results = masking_sweep(
         args.path, args.data, args.split, layers, cpu=args.cpu, overrides=ast.literal_eval(args.model_overrides),
         metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=bpe,
-        max_tokens=args.max_tokens, max_sentences=args.max_sentences,
+        max_tokens=args.max_tokens, max_sentences=args.sentences,
     )
     fig = plot(results, base, args.metric, f"Masking encoder layers of {args.path} ({args.split})")
     generation = {k: v for k, v in vars(gen_args).items() if v != getattr(GenerationConfig(), k)}

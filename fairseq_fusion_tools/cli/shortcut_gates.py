@@ -36,7 +36,7 @@ def main(args):
     for path, label in zip(args.path, labels(args.path)):
         model, task, cfg = load_model(path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
         try:
-            result = gates.gate_statistics(model, task, args.split, args.max_tokens, args.max_sentences, args.bins)
+            result = gates.gate_statistics(model, task, args.split, args.max_tokens, args.sentences, args.bins)
         except ValueError as e:
             fail(f"fusion-shortcut-gates: --path {path}: {e}")
         del model
