@@ -244,9 +244,9 @@ def stop_running():
 
 def run_logged(cmd, log_path, progress=None, total=None, env=None):
     """Run ``cmd``, appending its output to ``log_path``; a progress bar over num_updates when ``total``."""
-    from tqdm import tqdm
+    from .progress import progress as progress_bar
 
-    bar = tqdm(total=total, desc=progress, unit="upd", leave=False, dynamic_ncols=True) if total else None
+    bar = progress_bar(total=total, desc=progress, unit="upd", leave=False, dynamic_ncols=True, mininterval=0.1) if total else None
     with open(log_path, "a", encoding="utf-8", buffering=1) as log:  # line by line: a killed run keeps its log
         log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(cmd)}\n")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

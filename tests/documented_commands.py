@@ -220,7 +220,7 @@ REGISTRY = {}
 VANILLA = {"vanilla/checkpoint_best.pt": "fusion_transformer"}
 GROUP_CKPTS = {
     "readme_convert": {"transformer.pt": "transformer"},
-    "deep": dict(VANILLA, **{"hier_lam1/checkpoint_last.pt": "transformer_hierarchical_aggregation"}),
+    "deep": {"hier_lam1/checkpoint_last.pt": "transformer_hierarchical_aggregation"},  # the Measured run, in prose
     "analyses": dict(VANILLA, **{"simplified/checkpoint_best.pt": "transformer_simplified_decoder",
                                  "fgla/checkpoint_best.pt": "transformer_fine_grained_layer_attention",
                                  "sf/checkpoint_best.pt": "transformer_surface_fusion"}),
@@ -283,7 +283,8 @@ reg("fairseq-train data-bin --user-dir $(fusion-user-dir) --arch transformer_lex
     "--decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 "
     "--encoder-attention-heads 4 --decoder-attention-heads 4 --optimizer adam --adam-betas '(0.9, 0.98)' --lr 2e-3 "
     "--lr-scheduler inverse_sqrt --warmup-updates 100 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 "
-    "--max-tokens 6000 --max-update 400 --save-dir checkpoints --cpu", "quickstart", tiny="--max-update 2",
+    "--max-tokens 6000 --max-update 400 --save-interval-updates 50 --keep-interval-updates 2 --save-dir checkpoints --cpu",
+    "quickstart", tiny="--max-update 2",
     files=["checkpoints/checkpoint_last.pt"])
 reg('echo "A dog runs through the grass." | fairseq-interactive data-bin --user-dir $(fusion-user-dir) --path '
     'checkpoints/checkpoint_last.pt --bpe prepared --cpu', "quickstart", tiny="--max-len-a 0 --max-len-b 4", out=r"(?m)^D-0\t")
@@ -446,15 +447,15 @@ reg("fusion-aer --gold ../shared/data/alignment/deen/deen.talp --hyp "
 reg("fusion-alignment-analysis --path CKPT_A CKPT_B --labels standard,simplified --data DATA_BIN --parallel "
     "../shared/data/alignment/deen/test.de-en --gold ../shared/data/alignment/deen/deen.talp --out OUT", "analyses",
     sub=[("CKPT_A", "vanilla/checkpoint_best.pt"), ("CKPT_B", "simplified/checkpoint_best.pt"), ("DATA_BIN", "data-bin"),
-         ("OUT", "results/alignment")], tiny="--max-sentences 20", files=PNG_JSON("results/alignment"))
+         ("OUT", "results/alignment")], tiny="--sentences 20", files=PNG_JSON("results/alignment"))
 reg("fusion-alignment-analysis --path CKPT --data DATA_BIN --parallel train.en-de --out OUT", "analyses",
     sub=[("CKPT", "vanilla/checkpoint_best.pt"), ("DATA_BIN", "data-bin"), ("OUT", "results/coverage")],
-    tiny="--max-sentences 20", before="parallel_text", files=PNG_JSON("results/coverage"))
+    tiny="--sentences 20", before="parallel_text", files=PNG_JSON("results/coverage"))
 reg("fusion-information-probe --path CKPT_A CKPT_B --data DATA_BIN --train-sentences 10000 --valid-sentences 500 "
     "--split test --probe-group-size 8 --out OUT [--modules TEM,SEM,IFM --sides source,target]", "analyses",
     sub=[("CKPT_A", "vanilla/checkpoint_best.pt"), ("CKPT_B", "simplified/checkpoint_best.pt"), ("DATA_BIN", "data-bin"),
          ("OUT", "results/information"), ("[--modules TEM,SEM,IFM --sides source,target]", "--modules TEM,SEM,IFM --sides source,target")],
-    tiny="--train-sentences 40 --valid-sentences 20 --max-sentences 20 --max-epochs 1 --eval-interval 5",
+    tiny="--train-sentences 40 --valid-sentences 20 --sentences 20 --max-epochs 1 --eval-interval 5",
     files=PNG_JSON("results/information"))
 PREPARE = ("fusion-prepare-text -s en -t de --trainpref ../shared/data/multi30k/train --validpref ../shared/data/multi30k/val "
            "--testpref ../shared/data/multi30k/test_2016_flickr --destdir data-bin/multi30k --bpe-merges 4000")
@@ -463,10 +464,12 @@ reg(PREPARE, "prepare", tiny=TINY_PREPARE, files=["data-bin/multi30k/train.en-de
 
 # ---- docs/deep_representations.md
 reg("fairseq-train DATA --user-dir $(fusion-user-dir) --arch transformer_hierarchical_aggregation --criterion "
-    "label_smoothed_cross_entropy_with_diversity --label-smoothing 0.1 --diversity-lambda 1 ...", "deep",
-    sub=[("DATA", "data-bin")], tiny=f"{TINY_TRAIN} --save-dir hier", out=r"diversity", files=["hier/checkpoint_last.pt"])
+    "label_smoothed_cross_entropy_with_diversity --label-smoothing 0.1 --diversity-lambda 1 --save-dir hier ...", "deep",
+    sub=[("DATA", "data-bin")], tiny=TINY_TRAIN, out=r"diversity", files=["hier/checkpoint_last.pt"])
 reg("fusion-exploitation-score --path hier/checkpoint_last.pt --out results/exploitation", "deep",
     files=PNG_JSON("results/exploitation"))
+reg("fairseq-train DATA --user-dir $(fusion-user-dir) --arch fusion_transformer --save-dir vanilla ...", "deep",
+    sub=[("DATA", "data-bin")], tiny=TINY_TRAIN, files=["vanilla/checkpoint_best.pt"])
 reg("fairseq-train DATA --user-dir $(fusion-user-dir) --arch transformer_hierarchical_aggregation --init-from-vanilla "
     "vanilla/checkpoint_best.pt [same size flags as the vanilla model] ...", "deep",
     sub=[("DATA", "data-bin"), ("[same size flags as the vanilla model]", TINY_MODEL)],
@@ -477,10 +480,19 @@ reg("fusion-exploitation-score --path hier_lam1/checkpoint_last.pt --out hier_la
 
 # ---- docs/fairseq_features.md, docs/layer_fusion.md
 reg("fairseq-train --cpu", "flags", mode="flags", local="a flag named in the text")
+LAYER_FUSION_TRAIN = (
+    "--encoder-layers 3 --decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 --encoder-ffn-embed-dim 512 "
+    "--decoder-ffn-embed-dim 512 --encoder-attention-heads 4 --decoder-attention-heads 4 --share-all-embeddings "
+    "--optimizer adam --adam-betas '(0.9, 0.98)' --lr 2e-3 --lr-scheduler inverse_sqrt --warmup-updates 150 "
+    "--criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-tokens 2048 --max-update 150 --cpu")
+for arch, folder in (("transformer_fine_grained_layer_attention", "fgla"), ("transformer_surface_fusion", "sf"),
+                     ("fusion_transformer", "vanilla")):  # the checkpoints its analyses read, trained as written: 2 updates
+    reg(f"fairseq-train data-bin/multi30k --user-dir $(fusion-user-dir) --arch {arch} --save-dir {folder} {LAYER_FUSION_TRAIN}",
+        "analyses", tiny="--max-update 2 --num-workers 0", files=[f"{folder}/checkpoint_last.pt"])
 reg("fusion-layer-attention-map --path fgla/checkpoint_best.pt --out results/layer_attention", "analyses",
     files=PNG_JSON("results/layer_attention"))
 reg("fusion-layer-masking --path fgla/checkpoint_best.pt --data data-bin/multi30k --split test --beam 4 --out results/masking",
-    "analyses", tiny="--max-sentences 8 --max-len-a 0 --max-len-b 4", files=PNG_JSON("results/masking"))
+    "analyses", tiny="--sentences 8 --max-len-a 0 --max-len-b 4", files=PNG_JSON("results/masking"))
 reg("fairseq-generate data-bin/multi30k --user-dir $(fusion-user-dir) --path fgla/checkpoint_best.pt --model-overrides "
     "\"{'layer_attention_mask': 0}\" --beam 4 --remove-bpe", "analyses_generate", tiny=TINY_GEN, out=BLEU)
 reg("fusion-embedding-expressivity --path fgla/checkpoint_best.pt --compare sf/checkpoint_best.pt vanilla/checkpoint_best.pt "
@@ -514,17 +526,18 @@ reg("fairseq-train data-bin/multi30k --user-dir $(fusion-user-dir) --arch transf
     "--decoder-embed-dim 128 --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 --encoder-layers 3 --decoder-layers 3 "
     "--encoder-attention-heads 4 --decoder-attention-heads 4 --optimizer adam --adam-betas '(0.9, 0.98)' --lr 1.5e-3 "
     "--lr-scheduler inverse_sqrt --warmup-updates 100 --dropout 0.1 --criterion label_smoothed_cross_entropy "
-    "--label-smoothing 0.1 --max-tokens 2048 --stop-time-hours 0.08 --save-dir ckpt_ff --cpu", "lexical",
-    tiny="--max-epoch 5 --num-workers 0", files=["ckpt_ff/checkpoint5.pt", "ckpt_ff/checkpoint_last.pt"])
+    "--label-smoothing 0.1 --max-tokens 2048 --max-update 100 --save-interval-updates 50 --keep-interval-updates 2 "
+    "--save-dir ckpt_ff --cpu", "lexical",  # one sentence a batch: epoch 1 of the 100-line data reaches update 50
+    tiny="--batch-size 1 --max-update 50 --num-workers 0", files=["ckpt_ff/checkpoint_1_50.pt", "ckpt_ff/checkpoint_last.pt"])
 reg("fusion-lexical-probe --path ckpt_ff/checkpoint_last.pt --data data-bin/multi30k --train-split train "
     "--max-train-sentences 100000 --valid-split valid --split test --source-pos-tags test.tags.en --target-pos-tags "
     "test.tags.de --out results/lexical_probe", "lexical", before="pos_tags",
-    tiny="--max-train-sentences 60 --max-valid-sentences 20 --max-sentences 20 --max-epochs 1 --warmup-updates 0 --cpu",
+    tiny="--max-train-sentences 60 --max-valid-sentences 20 --sentences 20 --max-epochs 1 --warmup-updates 0 --cpu",
     files=PNG_JSON("results/lexical_probe"))
 reg("fusion-embedding-similarity --path ckpt_ff/checkpoint_last.pt --data data-bin/multi30k --split test --out "
-    "results/embedding_similarity", "lexical", tiny="--max-sentences 20", files=PNG_JSON("results/embedding_similarity"))
-reg("fusion-shortcut-gates --path ckpt_ff/checkpoint5.pt ckpt_ff/checkpoint_last.pt --data data-bin/multi30k --split test "
-    "--out results/shortcut_gates", "lexical", tiny="--max-sentences 20", files=PNG_JSON("results/shortcut_gates"))
+    "results/embedding_similarity", "lexical", tiny="--sentences 20", files=PNG_JSON("results/embedding_similarity"))
+reg("fusion-shortcut-gates --path ckpt_ff/checkpoint_1_50.pt ckpt_ff/checkpoint_last.pt --data data-bin/multi30k --split test "
+    "--out results/shortcut_gates", "lexical", tiny="--sentences 20", files=PNG_JSON("results/shortcut_gates"))
 
 # ---- docs/phrase_representations.md
 reg("fairseq-train DATA --user-dir $(fusion-user-dir) --arch transformer_phrase ...", "phrase", sub=[("DATA", "data-bin")],

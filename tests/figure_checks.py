@@ -1,4 +1,6 @@
-"""Checks of a matplotlib figure as it is saved: its title names the inputs, and no two texts overlap.
+"""Checks of a matplotlib figure as it is saved: its title names the inputs, no two texts overlap; read back from its
+artists: overlaid lines told apart (`assert_distinct_lines`), whole-number layer ticks (`assert_integer_ticks`), the
+colour a region shows (`rendered_colour`).
 
 `overlapping_texts(fig)` renders the figure and compares the window extents (pixels) of every visible text: titles,
 suptitle, axis labels, tick labels, offset texts, legend texts and titles, colorbar labels, texts drawn in the axes.
@@ -59,3 +61,63 @@ def assert_readable(fig, *names):
     assert not missing, f"the figure's titles {titles} do not name {missing}"
     overlaps = overlapping_texts(fig)
     assert not overlaps, f"{len(overlaps)} overlapping texts, e.g. {overlaps[:5]}"
+
+
+def legend_handles(fig):
+    """label -> handle of every legend entry of the figure (figure legends and the axes' legends)."""
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    return {text.get_text(): handle for legend in legends for handle, text in zip(legend.legend_handles, legend.get_texts())}
+
+
+def _style(line):
+    return matplotlib.colors.to_hex(line.get_color()), line.get_linestyle()
+
+
+def assert_distinct_lines(fig, labels):
+    """Each of ``labels`` (the overlaid checkpoints) has a legend entry of its own (colour, line style), the pair no
+    other label has, and every line drawn with that label has its legend entry's colour and line style."""
+    handles = legend_handles(fig)
+    missing = [label for label in labels if label not in handles]
+    assert not missing, f"no legend entry for {missing}; entries: {list(handles)}"
+    styles = {label: _style(handles[label]) for label in labels}
+    assert len(set(styles.values())) == len(labels), f"legend entries share a colour and line style: {styles}"
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if line.get_label() in styles:
+                assert _style(line) == styles[line.get_label()], f"{line.get_label()}: drawn {_style(line)}, legend {styles[line.get_label()]}"
+
+
+def layer_axes(fig):
+    """The axes whose x axis counts layers: those labelled "... layer ...", and the panels that share their x axis."""
+    labelled = [ax for ax in fig.axes if ax.axison and "layer" in ax.get_xlabel()]
+    return list({id(s): s for ax in labelled for s in ax.get_shared_x_axes().get_siblings(ax)}.values())
+
+
+def shown_tick_labels(ax, axis="x"):
+    """The tick labels drawn on ``axis`` (ticks in view)."""
+    ax.figure.canvas.draw()
+    return [tick.label1.get_text() for tick in getattr(ax, axis + "axis")._update_ticks() if tick.get_visible()]
+
+
+def assert_integer_ticks(ax, axis="x", words=("emb",), name=""):
+    """Every tick label of ``axis`` is a whole number (or one of ``words``: the embedding layer)."""
+    import re
+
+    labels = shown_tick_labels(ax, axis)
+    assert labels, f"no ticks on the {axis} axis of {ax.get_title()!r}"
+    bad = [t for t in labels if not re.fullmatch(r"[−-]?\d+", t) and t not in words]
+    assert not bad, f"{name} {ax.get_xlabel() or ax.get_title()!r}: tick labels {labels} are not whole numbers"
+
+
+def rendered_colour(ax, x0, y0, x1, y1):
+    """The mean RGB colour the saved figure shows in the data rectangle (x0, y0)-(x1, y1) of ``ax``."""
+    import numpy as np
+
+    fig = ax.figure
+    fig.canvas.draw()
+    image = np.asarray(fig.canvas.buffer_rgba())[..., :3] / 255.0
+    (px0, py0), (px1, py1) = ax.transData.transform([(x0, y0), (x1, y1)])
+    height = image.shape[0]
+    rows = slice(int(height - max(py0, py1)), int(height - min(py0, py1)))
+    cols = slice(int(min(px0, px1)), int(max(px0, px1)))
+    return image[rows, cols].reshape(-1, 3).mean(0)

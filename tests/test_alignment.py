@@ -264,7 +264,7 @@ def test_alignment_command_matches_a_sentence_by_sentence_count(trained_checkpoi
     proc = run_cli([
         "fusion-alignment-analysis", "--path", trained_checkpoint, trained_checkpoint, "--labels", "a,b",
         "--data", multi30k_slice, "--parallel", parallel, "--gold", gold_path,
-        "--max-sentences", "12", "--batch-size", "7", "--out", out, "--cpu",
+        "--sentences", "12", "--batch-size", "7", "--out", out, "--cpu",
     ])
     data = json.load(open(out + ".json"))
     assert os.path.getsize(out + ".png") > 0
@@ -296,7 +296,7 @@ def test_alignment_command_matches_a_sentence_by_sentence_count(trained_checkpoi
 def test_coverage_without_gold(trained_checkpoint, multi30k_slice, tmp_path):
     out = str(tmp_path / "cov")
     run_cli(["fusion-alignment-analysis", "--path", trained_checkpoint, "--data", multi30k_slice, "--parallel",
-             os.path.join(ALIGN, "deen", "test.de-en"), "--max-sentences", "5", "--out", out, "--cpu"])
+             os.path.join(ALIGN, "deen", "test.de-en"), "--sentences", "5", "--out", out, "--cpu"])
     rows = json.load(open(out + ".json"))["checkpoints"][0]["layers"]
     assert "aer" not in rows[0] and len(rows) == 2
     bad = run_cli(["fusion-alignment-analysis", "--path", trained_checkpoint, "--parallel", "nope.de-en",

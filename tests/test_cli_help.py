@@ -163,7 +163,7 @@ def test_analyses_share_checkpoint_options(command):
     parser = parser_of(command)
     argv = ["--path", "a.pt", "--data", "bin", "--out", "res/x", "--cpu", "--model-overrides", "{'dropout': 0}"]
     if command not in NO_SPLIT:
-        argv += ["--split", "valid", "--max-tokens", "123", "--max-sentences", "7"]
+        argv += ["--split", "valid", "--max-tokens", "123", "--sentences", "7"]
     given = {a for a in argv if a.startswith("--")}
     for action in parser._actions:  # the command's own required options get a dummy value
         if action.required and action.option_strings and not given & set(action.option_strings):
@@ -172,8 +172,34 @@ def test_analyses_share_checkpoint_options(command):
     assert args.path in ("a.pt", ["a.pt"]) and args.data == "bin" and args.out == "res/x" and args.cpu is True
     assert args.model_overrides == "{'dropout': 0}"
     if command not in NO_SPLIT:
-        assert (args.split, args.max_tokens, args.max_sentences) == ("valid", 123, 7)
+        assert (args.split, args.max_tokens, args.sentences) == ("valid", 123, 7)
     assert parser.parse_args(argv[:argv.index("--cpu")] + argv[argv.index("--cpu") + 1:]).cpu is False
+
+
+SAMPLING = sorted(set(COMMANDS) - NO_CHECKPOINT_ANALYSIS - NO_SPLIT | {"fusion-alignment-analysis"})
+
+
+@pytest.mark.parametrize("command", SAMPLING)
+def test_max_sentences_is_the_old_name_of_sentences(command):
+    """An analysis' --sentences N is how many sentences it reads (fairseq-generate's --max-sentences is a batch size).
+    The old name --max-sentences still sets it, with one warning line naming the new one; both together are refused
+    (argparse's one line, exit 2)."""
+    parser = parser_of(command)
+    argv = []
+    for action in parser._actions:
+        if action.required and action.option_strings:
+            argv += [action.option_strings[0], "x"]
+    assert parser.parse_args(argv).sentences is None
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert parser.parse_args(argv + ["--sentences", "7"]).sentences == 7
+    assert err.getvalue() == ""
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert parser.parse_args(argv + ["--max-sentences", "7"]).sentences == 7
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 1 and "--max-sentences is deprecated" in lines[0] and "--sentences" in lines[0], lines
+    with contextlib.redirect_stderr(io.StringIO()) as err, pytest.raises(SystemExit) as e:
+        parser.parse_args(argv + ["--sentences", "7", "--max-sentences", "8"])
+    assert e.value.code == 2 and "not allowed with argument" in err.getvalue()
 
 
 def test_exploitation_score_takes_the_shared_options():

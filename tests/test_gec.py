@@ -365,7 +365,7 @@ def test_gec_recipe_end_to_end(tmp_path):
 
     fgla = tmp_path / "w" / "checkpoints" / "transformer_fine_grained_layer_attention.liu.src-trg"
     out = str(tmp_path / "masking")
-    run_cli(["fusion-layer-masking", "--path", str(fgla / "checkpoint_last.pt"), "--cpu", "--max-sentences", "5",
+    run_cli(["fusion-layer-masking", "--path", str(fgla / "checkpoint_last.pt"), "--cpu", "--sentences", "5",
              "--metric", f"m2:{data / 'test.m2'}", "--beam", "6", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "2",
              "--layers", "0,2", "--out", out])
     masking = json.load(open(out + ".json"))

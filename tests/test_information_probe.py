@@ -197,7 +197,7 @@ def test_probe_command_two_checkpoints(multi30k_slice, tmp_path):
     out = str(tmp_path / "probe")
     proc = run_cli([
         "fusion-information-probe", "--path", ckpt, ckpt, "--labels", "a,b", "--train-sentences", "40",
-        "--valid-sentences", "20", "--split", "valid", "--max-sentences", "20", "--max-steps", "2", "--eval-interval", "1",
+        "--valid-sentences", "20", "--split", "valid", "--sentences", "20", "--max-steps", "2", "--eval-interval", "1",
         "--probe-group-size", "5", "--max-tokens", "400", "--out", out, "--cpu",
     ])
     data = json.load(open(out + ".json"))

@@ -368,7 +368,7 @@ def test_lexical_probe_command(multi30k_slice, ff_checkpoint, tmp_path):
     out = str(tmp_path / "probe")
     data = run_main(lexical_probe, ["--path", ff_checkpoint, "--data", multi30k_slice, "--train-split", "train",
                     "--max-train-sentences", "300", "--valid-split", "valid", "--max-valid-sentences", "100",
-                    "--split", "test", "--max-sentences", str(n), "--max-epochs", "2", "--warmup-updates", "0",
+                    "--split", "test", "--sentences", str(n), "--max-epochs", "2", "--warmup-updates", "0",
                     "--source-pos-tags", str(tags), "--out", out, "--cpu"])
     assert os.path.getsize(out + ".png") > 0 and json.load(open(out + ".json"))["splits"]["train"] == "train"
     assert not [f for f in os.listdir(tmp_path) if ".states." in f]  # the state files are removed
@@ -401,7 +401,7 @@ def test_embedding_similarity_command(multi30k_slice, ff_checkpoint, tmp_path):
 
     out = str(tmp_path / "sim")
     data = run_main(embedding_similarity, ["--path", ff_checkpoint, "--data", multi30k_slice,
-                    "--max-sentences", "100", "--out", out, "--cpu"])
+                    "--sentences", "100", "--out", out, "--cpu"])
     assert os.path.getsize(out + ".png") > 0
     model, task, _ = load_model(ff_checkpoint, multi30k_slice, cpu=True)
     small = stream_similarity(model, task, "test", max_tokens=200, max_sentences=100)
@@ -425,7 +425,7 @@ def test_shortcut_gates_command(multi30k_slice, ff_checkpoint, tmp_path):
     shutil.copy(ff_checkpoint, second)
     out = str(tmp_path / "gates")
     data = run_main(shortcut_gates, ["--path", ff_checkpoint, second, "--data", multi30k_slice,
-                    "--max-sentences", "20", "--out", out, "--cpu"])
+                    "--sentences", "20", "--out", out, "--cpu"])
     assert os.path.getsize(out + ".png") > 0
     assert [c["label"] for c in data["checkpoints"]] == ["checkpoint_last", "other"]
     assert json.load(open(out + ".other.json"))["gates"] == data["checkpoints"][1]["gates"]

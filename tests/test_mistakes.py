@@ -22,10 +22,10 @@ GOOD_EN = "A dog runs .\nA girl plays .\nTwo men .\n"
 
 # ---- the minimal valid invocation of each command: argv after the command's name ------------------------------
 CKPT = ["--path", "{ckpt}", "--data", "{data}", "--out", "{out}/res", "--cpu"]
-SPLIT = ["--split", "test", "--max-sentences", "4"]
+SPLIT = ["--split", "test", "--sentences", "4"]
 VALID = {
     "fusion-aer": ["--gold", "{talp}", "--hyp", "{talp}"],
-    "fusion-alignment-analysis": CKPT + ["--parallel", "{parallel}", "--file-langs", "en-de", "--max-sentences", "2"],
+    "fusion-alignment-analysis": CKPT + ["--parallel", "{parallel}", "--file-langs", "en-de", "--sentences", "2"],
     "fusion-archs": ["--readme", "{readme}"],
     "fusion-average-checkpoints": ["--inputs", "{ckpt}", "--output", "{out}/avg.pt"],
     "fusion-benchmark": ["--data", "{data}", "--size", "tiny", "--cpu", "--memory-only", "--out", "{out}/bench.json"],

@@ -1,7 +1,9 @@
-"""Every figure the fusion-* commands save (PNG): a title naming the checkpoints or inputs, no overlapping texts.
+"""Every figure the fusion-* commands save (PNG): a title naming the checkpoints or inputs, no overlapping texts;
+overlaid checkpoints told apart, whole-number layer axes, n/a cells apart from 0, the baseline of a change stated.
 
 Each plotting function is called with small synthetic results of the shape its command computes (paper sizes:
-6 layers, 10 frequency bins, a suite's many categories); `figure_checks.assert_readable` renders the figure.
+6 layers, 10 frequency bins, a suite's many categories); `figure_checks.assert_readable` renders the figure, the other
+checks read the figure's artists back.
 """
 import os
 
@@ -9,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from figure_checks import assert_readable, overlapping_texts
+from figure_checks import (assert_distinct_lines, assert_integer_ticks, assert_readable, layer_axes,
+                           overlapping_texts, rendered_colour)
 
 CKPT = "checkpoints/transformer_lexical_shortcuts/checkpoint_best.pt"
 CKPT2 = "checkpoints/transformer/checkpoint_best.pt"
@@ -70,17 +73,82 @@ def test_lexical_probe_plot():
     assert_readable(lexical_probe.plot(result, f"of {CKPT} (transformer_lexical_shortcuts, test)"), CKPT)
 
 
+def gate_statistics(layers=6, sides=("encoder", "decoder")):
+    """fusion-shortcut-gates' statistics of one checkpoint: both gates of every attention with shortcuts."""
+    from fairseq_fusion_tools.analysis import lexical_gates
+
+    attentions = {"encoder": ("self_attn",), "decoder": ("self_attn", "encoder_attn")}
+    return {f"{stack}.layers.{layer}.{attn}.{gate}": {
+        "mean": 0.4, "std": 0.1, "histogram": values(lexical_gates.HIST_BINS), "by_frequency_bin": {"mean": values(10)}}
+        for stack in sides for attn in attentions[stack] for layer in range(layers) for gate in ("k_gate", "v_gate")}
+
+
 def test_lexical_gates_plot():
     from fairseq_fusion_tools.analysis import lexical_gates
 
-    def gates():
-        return {f"{stack}.layers.{layer}.{attn}.{gate}": {
-            "mean": 0.4, "std": 0.1, "histogram": values(lexical_gates.HIST_BINS), "by_frequency_bin": {"mean": values(10)}}
-            for stack, attns in (("encoder", ("self_attn",)), ("decoder", ("self_attn", "encoder_attn")))
-            for attn in attns for layer in range(6) for gate in ("k_gate", "v_gate")}
-
-    fig = lexical_gates.plot({"checkpoint1": gates(), "checkpoint_best": gates()}, f"of {CKPT}, {CKPT2} (test)")
+    fig = lexical_gates.plot({"checkpoint1": gate_statistics(), "checkpoint_best": gate_statistics()}, f"of {CKPT}, {CKPT2} (test)")
     assert_readable(fig, CKPT, CKPT2)
+
+
+@pytest.mark.parametrize("n_checkpoints", [2, 5])
+def test_lexical_gates_checkpoints_apart(n_checkpoints):
+    """The user's report: checkpoints overlaid in solid lines of repeated colours. Each checkpoint's legend entry has
+    its own colour and line style, and its lines in every panel are drawn so; one row per gate (6 with both sides)."""
+    from fairseq_fusion_tools.analysis import lexical_gates
+
+    labels = [f"checkpoint{i}" for i in range(1, n_checkpoints)] + ["checkpoint_last"]
+    fig = lexical_gates.plot({label: gate_statistics() for label in labels}, f"of {CKPT}")
+    assert_distinct_lines(fig, labels)
+    assert len(fig.axes) == 6 * 3
+    assert_readable(fig, CKPT)
+
+
+def test_lexical_gates_encoder_only_model():
+    """A model with shortcuts on one side (transformer_lexical_shortcuts_ff_encoder_only): its two gates, two rows."""
+    from fairseq_fusion_tools.analysis import lexical_gates
+
+    fig = lexical_gates.plot({"checkpoint_last": gate_statistics(sides=("encoder",))}, f"of {CKPT}")
+    assert len(fig.axes) == 2 * 3
+    assert [ax.get_ylabel().split("\n")[0] for ax in fig.axes[::3]] == ["encoder self-attention"] * 2
+    assert_readable(fig, CKPT)
+
+
+def layer_plots(layers):
+    """Every figure with a layer axis, drawn for a model of ``layers`` layers."""
+    from fairseq_fusion_tools.analysis import alignment_stream, information_probe, lexical_gates, lexical_probe, lexical_similarity
+    from fairseq_fusion_tools.cli import layer_attention_map
+
+    cats = ("NOUN", "VERB")
+    probe = {side: {"accuracy": values(layers + 1), "accuracy_by_frequency_bin": [values(10) for _ in range(layers + 1)],
+                    "positions_per_pos": {c: 10 for c in cats}, "accuracy_by_pos": {c: values(layers + 1) for c in cats}}
+             for side in ("encoder", "decoder")}
+    return {
+        "shortcut gates": lexical_gates.plot({"checkpoint1": gate_statistics(layers)}),
+        "alignment": alignment_stream.plot([{"label": "a", "layers": [
+            {"layer": i, "aer": 0.5, "cumulative_coverage": 0.5} for i in range(1, layers + 1)]}]),
+        "information probe": information_probe.plot([{"label": "a", "ppl": {"source": {m: values(layers, 1, 9) for m in
+                                                                                      information_probe.PANELS}}}]),
+        "lexical probe": lexical_probe.plot(probe, "of x"),
+        "embedding similarity": lexical_similarity.plot(
+            {side: {ref: values(layers + 1) for ref in lexical_similarity.REFERENCES} for side in ("encoder", "decoder")}, "of x"),
+        "layer attention map": layer_attention_map.plot(torch.full((layers, layers + 1), 1 / (layers + 1)), CKPT),
+    }
+
+
+@pytest.mark.parametrize("layers", [2, 3, 6])
+def test_layer_axes_have_whole_number_ticks(layers):
+    """The user's report: the gates' layer axis had ticks 1.25, 1.5 (2 layers). Every figure with a layer axis, every
+    panel of it, ticks at whole layers only; the gates' frequency bins too."""
+    from fairseq_fusion_tools.analysis import lexical_gates
+
+    for name, fig in layer_plots(layers).items():
+        axes = layer_axes(fig)
+        assert axes, f"{name}: no axis labelled with layers"
+        for ax in axes:
+            assert_integer_ticks(ax, name=name)
+    gates = lexical_gates.plot({"checkpoint1": gate_statistics(layers)})
+    for ax in gates.axes[1::3]:
+        assert_integer_ticks(ax)
 
 
 def test_embedding_similarity_plot():
@@ -99,6 +167,31 @@ def test_exploitation_plot():
         "nodes": nodes, "inputs": ["H^l", "Ĥ^{l-1}"],
         "scores": {n: dict(zip(["H^l", "Ĥ^{l-1}"], values(2))) for n in nodes}} for side in ("encoder", "decoder")}
     assert_readable(exploitation.plot(result, new_figure, f"of {CKPT}"), CKPT)
+
+
+def test_exploitation_na_cells_apart_from_zero():
+    """The user's report: an input a node does not read (n/a) was drawn white, the colour of 0.0. Hierarchical
+    aggregation: node Ĥ^2 reads H^1, H^2 (score 0.0 for H^1) but not H^3. The n/a cell is labelled n/a, hatched, and
+    its rendered colour is far from that of the 0.0 cell (and from 1.0's)."""
+    from fairseq_fusion_tools.analysis import exploitation
+    from fairseq_fusion_tools.analysis.common import new_figure
+
+    nodes = ["Ĥ^2", "Ĥ^3"]
+    result = {"encoder: hierarchical aggregation": {"nodes": nodes, "inputs": ["H^1", "H^2", "H^3"], "scores": {
+        "Ĥ^2": {"H^1": 0.0, "H^2": 1.0}, "Ĥ^3": {"H^1": 0.2, "H^2": 0.3, "H^3": 0.5}}}}
+    fig = exploitation.plot(result, new_figure, f"of {CKPT}")
+    ax = fig.axes[0]
+    rows = {"H^3": 0, "H^2": 1, "H^1": 2}  # highest input on top (row 0)
+    texts = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text() for t in ax.texts}
+    assert texts[(0, rows["H^3"])] == "n/a" and texts[(0, rows["H^1"])] == "0.000" and texts[(0, rows["H^2"])] == "1.000"
+    assert [p.get_hatch() for p in ax.patches if p.get_gid() == "n/a"] == ["//"]
+
+    def corner(row):  # a corner of cell (Ĥ^2, row), away from its text
+        return rendered_colour(ax, -0.45, row - 0.45, -0.3, row - 0.3)
+
+    na, zero, one = corner(rows["H^3"]), corner(rows["H^1"]), corner(rows["H^2"])
+    assert np.abs(na - zero).max() > 0.1 and np.abs(na - one).max() > 0.1, (na, zero, one)
+    assert_readable(fig, CKPT)
 
 
 def test_contrastive_score_plot():
@@ -187,11 +280,17 @@ def test_layer_attention_map_plot():
 
 
 def test_layer_masking_plot():
+    """The relative changes are drawn from the unmasked model: its score and length are stated (the user's report: the
+    baseline BLEU was nowhere in the figure)."""
     from fairseq_fusion_tools.cli import layer_masking
 
     results = [{"masked_layer": n, "score_change": s, "length_change": c}
                for n, s, c in zip(range(7), values(7, -50, 5), values(7, -20, 20))]
-    assert_readable(layer_masking.plot(results, "bleu", f"Masking encoder layers of {CKPT} (test)"), CKPT)
+    baseline = {"score": 34.517, "length": 12.25, "sentences": 1000}
+    fig = layer_masking.plot(results, baseline, "bleu", f"Masking encoder layers of {CKPT} (test)")
+    assert_readable(fig, CKPT)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "unmasked 34.52" in titles[0] and "unmasked 12.25 words" in titles[1], titles
 
 
 def test_saved_png_is_the_checked_figure(tmp_path):

@@ -173,7 +173,7 @@ def test_summarization_recipe_end_to_end(tmp_path):
 
     fgla = tmp_path / "w" / "checkpoints" / "transformer_fine_grained_layer_attention.liu.source-target"
     out = str(tmp_path / "masking")
-    run_cli(["fusion-layer-masking", "--path", str(fgla / "checkpoint_last.pt"), "--cpu", "--max-sentences", "6",
+    run_cli(["fusion-layer-masking", "--path", str(fgla / "checkpoint_last.pt"), "--cpu", "--sentences", "6",
              "--bpe", "gpt2", "--gpt2-encoder-json", str(data / "gpt2" / "encoder.json"),
              "--gpt2-vocab-bpe", str(data / "gpt2" / "vocab.bpe"), "--metric", "rougeL", "--beam", "2",
              "--min-len", "55", "--max-len-b", "60", "--no-repeat-ngram-size", "3", "--layers", "0,2", "--out", out])

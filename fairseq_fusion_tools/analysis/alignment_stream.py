@@ -135,7 +135,7 @@ def analyze_stream(model, task, pairs: Iterable, gold: Optional[Iterable] = None
     """Stream ``pairs`` (and ``gold``, one (sure, possible) per pair) through the model.
     Returns (rows per layer, sentences, unknown sub-words). C<=i counts the model's source
     words: the file's target side when ``swap``."""
-    from tqdm import tqdm
+    from ..progress import progress as progress_bar
 
     stats = AlignmentStats(len(model.decoder.layers))
     if gold is not None:
@@ -146,7 +146,7 @@ def analyze_stream(model, task, pairs: Iterable, gold: Optional[Iterable] = None
     unk = 0
     source_of = (lambda link: link[1]) if swap else (lambda link: link[0])
     results = align_batches(model, task, pairs, bpe, swap, lower, batch_size)
-    for (per_layer, n_unk), pair, g in tqdm(zip(results, lengths, gold_a), desc="align", mininterval=2, disable=not progress):
+    for (per_layer, n_unk), pair, g in progress_bar(zip(results, lengths, gold_a), show=progress, desc="align"):
         model_source = pair[1] if swap else pair[0]
         stats.add(per_layer, len(model_source), g, source_of)
         unk += n_unk
@@ -171,17 +171,17 @@ def _checked(pairs, gold):
 
 def plot(entries, title=""):
     """AER (a) and C<=i (b) by decoder layer, one line per checkpoint (Figs. 4-7 overlaid)."""
-    from .common import figure_title, new_figure
+    from .common import checkpoint_styles, figure_title, new_figure
 
     with_aer = all("aer" in r for e in entries for r in e["layers"])
     fig, axes = new_figure(1, 2 if with_aer else 1, figsize=(9 if with_aer else 4.8, 3.4), squeeze=False)
     axes = axes[0]
-    for n, entry in enumerate(entries):
+    for entry, style in zip(entries, checkpoint_styles(len(entries))):
         xs = [r["layer"] for r in entry["layers"]]
         label = entry.get("label")
         if with_aer:
-            axes[0].plot(xs, [r["aer"] for r in entry["layers"]], marker="o", color=f"C{n % 10}", label=label)
-        axes[-1].plot(xs, [r["cumulative_coverage"] for r in entry["layers"]], marker="s", color=f"C{n % 10}", label=label)
+            axes[0].plot(xs, [r["aer"] for r in entry["layers"]], label=label, **style)
+        axes[-1].plot(xs, [r["cumulative_coverage"] for r in entry["layers"]], label=label, **style)
         for ax in axes:
             ax.set_xticks(xs)
     if with_aer:

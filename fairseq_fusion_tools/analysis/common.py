@@ -2,15 +2,17 @@
 
 torch is imported where it is used: the scorers import this module in an environment without torch (cli/__init__.py).
 """
+import argparse
 import functools
 import os
+import sys
 from contextlib import contextmanager
 from typing import Dict, Iterable, List, Optional
 
 import numpy as np
-from tqdm import tqdm
 
 from .. import atomic_files
+from ..progress import progress
 
 
 def add_checkpoint_args(parser, several_paths=False, required=True, weights_only=False, path_help=None,
@@ -30,10 +32,32 @@ def add_checkpoint_args(parser, several_paths=False, required=True, weights_only
 
 
 def add_split_args(parser, split="test", max_tokens=4000):
-    """The options of an analysis that reads a binarized split: --split, --max-tokens, --max-sentences."""
+    """The options of an analysis that reads a binarized split: --split, --max-tokens, --sentences."""
     parser.add_argument("--split", default=split, help="Binarized split to read (default: %(default)s).")
     parser.add_argument("--max-tokens", type=int, default=max_tokens, help="Tokens per batch (default: %(default)s).")
-    parser.add_argument("--max-sentences", type=int, default=None, help="Use at most this many sentences of --split.")
+    return add_sentences_arg(parser, "Read only the first N sentences of --split (default: all).")
+
+
+class DeprecatedName(argparse.Action):
+    """An option's old name: sets the new option's value and says on stderr, once, to use the new name."""
+
+    def __init__(self, option_strings, dest, new_name, **kwargs):
+        self.new_name = new_name
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is deprecated: it is {self.new_name} (a number of sentences "
+              f"to read, not a batch size as in fairseq-generate)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_sentences_arg(parser, help):
+    """``--sentences N``: how many sentences an analysis reads (a sample size; fairseq-generate's --max-sentences is
+    a batch size). ``--max-sentences``, its old name, still works with a warning; giving both is refused."""
+    names = parser.add_mutually_exclusive_group()
+    names.add_argument("--sentences", type=int, default=None, metavar="N", help=help)
+    names.add_argument("--max-sentences", dest="sentences", type=int, metavar="N", action=DeprecatedName,
+                       new_name="--sentences", help="Deprecated name of --sentences.")
     return parser
 
 
@@ -137,7 +161,7 @@ def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None
     if max_batches is not None:
         batch_sampler = batch_sampler[:max_batches]
     device = next(model.parameters()).device if model is not None else torch.device("cpu")
-    for batch in tqdm(batch_sampler, desc=desc or split, mininterval=2):
+    for batch in progress(batch_sampler, desc=desc or split):
         sample = dataset.collater([dataset[i] for i in batch])
         if not sample:
             continue
@@ -246,3 +270,46 @@ def figure_title(fig, title, **kwargs):
     width = max(40, int(fig.get_figwidth() * 120 / kwargs.get("fontsize", 10)))
     fig.suptitle("\n".join(textwrap.wrap(title, width, break_on_hyphens=False)), **kwargs)
     return fig
+
+
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def checkpoint_styles(n):
+    """Line properties that tell ``n`` overlaid checkpoints apart, in colour and in black and white: each its own
+    colour, line style and marker (matplotlib's ten colours; (colour, line style) repeats only after 20)."""
+    return [{"color": f"C{i % 10}", "linestyle": LINESTYLES[i % len(LINESTYLES)], "marker": MARKERS[i % len(MARKERS)]}
+            for i in range(n)]
+
+
+def integer_axis(ax, axis="x"):
+    """Ticks at whole numbers only (a layer, a bin): matplotlib's default puts 1.25, 1.5 between two layers."""
+    from matplotlib.ticker import MaxNLocator
+
+    getattr(ax, axis + "axis").set_major_locator(MaxNLocator(integer=True))
+    return ax
+
+
+NA_COLOUR = "lightgrey"
+
+
+def heatmap(ax, grid, cmap, vmin=None, vmax=None, fmt="{:.3f}", dark_above=None, **imshow_kwargs):
+    """``grid`` (rows x columns, NaN = n/a) drawn with its values written in the cells; an n/a cell is grey, hatched
+    and labelled "n/a", apart from every value's colour (imshow would leave it blank: the colour of 0 in most maps).
+    Values above ``dark_above`` are written in white. Returns the image (for a colorbar)."""
+    import matplotlib
+    from matplotlib.patches import Rectangle
+
+    grid = np.asarray(grid, dtype=float)
+    cmap = matplotlib.colormaps[cmap].with_extremes(bad=NA_COLOUR)
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", **imshow_kwargs)
+    for (row, col), value in np.ndenumerate(grid):
+        if np.isnan(value):
+            ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, hatch="//", edgecolor="grey", linewidth=0,
+                                   gid="n/a"))
+            ax.text(col, row, "n/a", ha="center", va="center", color="dimgrey", fontsize=9)
+        elif fmt:
+            dark = dark_above is not None and value > dark_above
+            ax.text(col, row, fmt.format(value), ha="center", va="center", color="white" if dark else "black", fontsize=9)
+    return image

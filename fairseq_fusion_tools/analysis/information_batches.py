@@ -5,7 +5,8 @@ dropped once consumed, so memory does not grow with the number of sentences.
 """
 import numpy as np
 import torch
-from tqdm import tqdm
+
+from ..progress import progress
 
 
 def sample_indices(task, split, n_sentences=None, seed=1):
@@ -36,7 +37,7 @@ def batches(task, split, indices, max_tokens, device, shuffle_seed=None, desc=No
     if shuffle_seed is not None:
         perm = torch.randperm(len(batch_sampler), generator=torch.Generator().manual_seed(shuffle_seed))
         batch_sampler = [batch_sampler[i] for i in perm.tolist()]
-    for batch in tqdm(batch_sampler, desc=desc or split, mininterval=2, leave=False):
+    for batch in progress(batch_sampler, desc=desc or split, leave=False):
         sample = dataset.collater([dataset[i] for i in batch])
         if sample:
             yield utils.move_to_cuda(sample) if device.type == "cuda" else sample

@@ -275,7 +275,7 @@ def run(model, task, train_epochs, valid_batches, test_batches, modules=MODULES,
     """Train all probes group by group (``group_size`` probes at a time), then measure Eq. 1
     on ``test_batches()``. Returns {"ppl": {side: {module: [per layer]}}, "baseline_ppl":
     {side: PPL}, ...}."""
-    from tqdm import tqdm
+    from ..progress import progress as progress_bar
 
     model.eval()
     sources, keys = probe_keys(model, modules, sides, baseline, layers)
@@ -284,7 +284,7 @@ def run(model, task, train_epochs, valid_batches, test_batches, modules=MODULES,
     groups = [keys[i: i + group_size] for i in range(0, len(keys), group_size)]
     pad, eos = task.source_dictionary.pad(), task.source_dictionary.eos()
     totals, records = {}, {}
-    for n, group in enumerate(tqdm(groups, desc="probe groups", disable=not progress), 1):
+    for n, group in enumerate(progress_bar(groups, show=progress, desc="probe groups", mininterval=0.1), 1):
         probes, recs = train_group(model, task, group, train_epochs, valid_batches, **train_kw)
         totals.update(evaluate(model, probes, test_batches(), pad, eos))
         records.update(recs)
@@ -312,22 +312,23 @@ PANELS = ("TEM", "SEM", "IFM", "AddNorm-I", "FFN", "AddNorm-II")
 
 def plot(entries, title=""):
     """Recovery PPL by layer: one row per side, one panel per module (Fig. 3 and Fig. 8), one
-    line per checkpoint; each checkpoint's zero-representation baseline is a dashed line of
-    its colour."""
-    from .common import figure_title, new_figure
+    line per checkpoint (its own colour and marker); each checkpoint's zero-representation baseline is a dashed line
+    of its colour."""
+    from .common import checkpoint_styles, figure_title, new_figure
 
     sides = list(entries[0]["ppl"])
     modules = [m for m in PANELS if any(m in e["ppl"][s] for e in entries for s in sides)]
     fig, axes = new_figure(len(sides), len(modules), figsize=(3.0 * len(modules), 2.8 * len(sides)), squeeze=False)
-    colours = [f"C{i % 10}" for i in range(len(entries))]
+    styles = checkpoint_styles(len(entries))
     for r, side in enumerate(sides):
         for c, module in enumerate(modules):
             ax = axes[r][c]
-            for entry, colour in zip(entries, colours):
+            for entry, style in zip(entries, styles):
+                colour = style["color"]
                 label = entry.get("label", "")
                 ys = entry["ppl"][side].get(module)
                 if ys is not None:
-                    ax.plot(range(1, len(ys) + 1), ys, marker="o", color=colour, label=label)
+                    ax.plot(range(1, len(ys) + 1), ys, marker=style["marker"], color=colour, label=label)
                     ax.set_xticks(range(1, len(ys) + 1))
                 base = entry.get("baseline_ppl", {}).get(side)
                 if base is not None:

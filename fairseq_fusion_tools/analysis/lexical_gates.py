@@ -102,38 +102,43 @@ def site_groups(gates):
     return {k: sorted(v, key=lambda r: r[0]) for k, v in sorted(groups.items())}
 
 
-def plot(results, title=""):
-    """``results``: checkpoint label -> gate statistics; checkpoints overlaid (line styles)."""
-    from .common import figure_title, new_figure
+ATTENTION_NAMES = {"self_attn": "self-attention", "encoder_attn": "encoder-attention"}
 
-    fig, axes = new_figure(1, 3, figsize=(18, 4.5))
-    styles = ["-", "--", ":", "-."]
-    colors = {}
-    for ci, (label, gates) in enumerate(results.items()):
-        style = styles[ci % len(styles)]
-        for (stack, attn, gate), rows in site_groups(gates).items():
-            key = f"{stack} {attn} r^{gate[0].upper()}"
-            color = colors.setdefault(key, f"C{len(colors)}")
-            name = f"{key} [{label}]" if len(results) > 1 else key
-            axes[0].errorbar([r[0] for r in rows], [r[1]["mean"] for r in rows], yerr=[r[1]["std"] for r in rows],
-                             linestyle=style, color=color, marker="o", capsize=3, label=name)
-            n_bins = len(rows[0][1]["by_frequency_bin"]["mean"])
-            by_bin = torch.tensor([r[1]["by_frequency_bin"]["mean"] for r in rows]).nanmean(0)
-            axes[1].plot(range(1, n_bins + 1), by_bin, linestyle=style, color=color, marker=".", label=name)
-        hist = torch.tensor([g["histogram"] for g in gates.values()]).mean(0)
-        axes[2].plot((torch.arange(HIST_BINS) + 0.5) / HIST_BINS, hist, linestyle=style, color="k", marker=".", label=label)
-    axes[0].axhline(0.5, color="grey", lw=0.5)
-    axes[0].set_xlabel("layer")
-    axes[0].set_ylabel("gate mean (+- std)")
-    axes[0].set_title("gate mean by layer")
-    axes[1].set_title("gate mean by frequency bin")
-    axes[2].set_title("gate values")
-    figure_title(fig, f"Lexical shortcut gates {title}".strip())
-    axes[1].set_xlabel("frequency bin of the key sub-word (1 = rarest)")
-    axes[1].set_ylabel("gate mean (mean over layers)")
-    handles, labels = axes[1].get_legend_handles_labels()  # the same gates in the first two panels: one legend below
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=7)
-    axes[2].set_xlabel("gate value (1 = lexical)")
-    axes[2].set_ylabel("share of values (mean over gates)")
-    axes[2].legend(fontsize=7)
-    return fig
+
+def plot(results, title=""):
+    """``results``: checkpoint label -> gate statistics. One row per gate (stack, attention, r^K or r^V), columns: mean
+    (+- std band) by layer, mean by frequency bin, histogram of the values; the checkpoints overlaid, each in its own
+    colour, line style and marker (one legend below)."""
+    from .common import checkpoint_styles, figure_title, integer_axis, new_figure
+
+    groups = {label: site_groups(gates) for label, gates in results.items()}
+    rows = sorted({key for g in groups.values() for key in g},  # encoder self-, decoder self-, encoder-attention
+                  key=lambda k: (k[0] != "encoder", k[1] != "self_attn", k))
+    fig, axes = new_figure(len(rows), 3, figsize=(13, 1.2 + 2.2 * len(rows)), squeeze=False, sharex="col")
+    for (label, sites), style in zip(groups.items(), checkpoint_styles(len(groups))):
+        for ax_row, key in zip(axes, rows):
+            if key not in sites:
+                continue
+            layers, stats = [r[0] for r in sites[key]], [r[1] for r in sites[key]]
+            mean, std = torch.tensor([s["mean"] for s in stats]), torch.tensor([s["std"] for s in stats])
+            ax_row[0].plot(layers, mean, label=label, **style)
+            ax_row[0].fill_between(layers, mean - std, mean + std, color=style["color"], alpha=0.15, linewidth=0)
+            by_bin = torch.tensor([s["by_frequency_bin"]["mean"] for s in stats]).nanmean(0)
+            ax_row[1].plot(range(1, len(by_bin) + 1), by_bin, label=label, markersize=4, **style)
+            hist = torch.tensor([s["histogram"] for s in stats]).mean(0)
+            ax_row[2].plot((torch.arange(HIST_BINS) + 0.5) / HIST_BINS, hist, label=label, markersize=4, **style)
+    for ax_row, (stack, attn, gate) in zip(axes, rows):
+        ax_row[0].axhline(0.5, color="grey", lw=0.5)
+        ax_row[0].set_ylabel(f"{stack} {ATTENTION_NAMES.get(attn, attn)}\n$r^{gate[0].upper()}$ mean (+- std)", fontsize=8)
+        ax_row[1].set_ylabel("mean over layers", fontsize=8)
+        ax_row[2].set_ylabel("share of values", fontsize=8)
+        integer_axis(ax_row[0])
+        integer_axis(ax_row[1])
+    for ax, name in zip(axes[0], ("gate mean by layer", "gate mean by frequency bin", "gate values (mean over layers)")):
+        ax.set_title(name, fontsize=10)
+    axes[-1][0].set_xlabel("layer")
+    axes[-1][1].set_xlabel("frequency bin of the key sub-word (1 = rarest)")
+    axes[-1][2].set_xlabel("gate value (1 = lexical)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, handlelength=4)
+    return figure_title(fig, f"Lexical shortcut gates {title}".strip())

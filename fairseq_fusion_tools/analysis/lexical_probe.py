@@ -24,8 +24,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm import tqdm
 
+from ..progress import progress
 from .lexical_frequency import frequency_bins, sum_by_bin, type_bins  # noqa: F401  (frequency_bins re-exported)
 from .lexical_pos import CATEGORIES
 from .lexical_states import iter_states, side_dictionaries
@@ -177,7 +177,7 @@ def probe(stores, dictionaries, group_size=4, n_bins=10, log=print, **train_kwar
         n_layers = stores["train"].meta[side]["layers"]
         stats, history = {}, {}
         groups = [list(range(n_layers))[i:i + group_size] for i in range(0, n_layers, group_size)]
-        for layers in tqdm(groups, desc=f"probes {side}", mininterval=2):
+        for layers in progress(groups, desc=f"probes {side}"):
             probes, hist = train_group(stores["train"], stores["valid"], side, layers, len(d), log=log, **train_kwargs)
             stats.update(evaluate(probes, stores["test"], side, len(d), train_kwargs.get("device", "cpu")))
             history.update(hist)

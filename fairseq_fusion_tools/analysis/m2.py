@@ -402,12 +402,12 @@ def score_m2(hyps: Iterable[str], gold_path: str, beta: float = 0.5, max_unchang
     both, unless ``first``: then the hypotheses are the first sentences of the gold file (an analysis
     run on the first N sentences of a split).
     """
-    from tqdm import tqdm
+    from ..progress import progress
 
     hyps = list(hyps)
     totals = [0, 0, 0]
     count = 0
-    gold = tqdm(read_m2(gold_path), desc="M2", unit=" sentences", mininterval=5, disable=len(hyps) < 1000)
+    gold = progress(read_m2(gold_path), show=len(hyps) >= 1000, desc="M2", unit=" sentences", mininterval=5)
     for count, (source, annotations) in enumerate(gold, 1):
         if count > len(hyps):
             if first:
@@ -428,7 +428,7 @@ def score_m2(hyps: Iterable[str], gold_path: str, beta: float = 0.5, max_unchang
 def m2_metric(gold_path: str):
     """The metric ``m2:GOLD.m2``: F0.5 x 100 of the hypotheses against GOLD.m2 (the references are not
     used). The hypotheses are the split's sentences in order, all of them or the first N (an analysis's
-    ``--max-sentences``): they are scored against the first N sentences of GOLD.m2."""
+    ``--sentences``): they are scored against the first N sentences of GOLD.m2."""
     import os
 
     if not os.path.isfile(gold_path):

@@ -18,7 +18,7 @@ import os
 
 from ..analysis import alignment
 from ..analysis import alignment_stream as stream
-from ..analysis.common import add_checkpoint_args, load_model, locked, write_outputs
+from ..analysis.common import add_checkpoint_args, add_sentences_arg, load_model, locked, write_outputs
 from ._tools import description_of
 from fairseq_fusion.errors import fail
 
@@ -41,7 +41,7 @@ def get_parser():
                            "dictionary for it has no capitals, i.e. the model was trained lower-cased).")
     case.add_argument("--no-lowercase", dest="lowercase", action="store_false", help="Never lower-case.")
     p.add_argument("--batch-size", type=int, default=32, help="Sentence pairs per forward pass (default: %(default)s).")
-    p.add_argument("--max-sentences", type=int, default=None, help="Use only the first N sentence pairs.")
+    add_sentences_arg(p, "Read only the first N sentence pairs of --parallel (default: all).")
     return p
 
 
@@ -56,8 +56,8 @@ def analyze_checkpoint(path, args):
     if bpe is None:
         print(f"| no BPE codes at {codes}: words are looked up whole (pass --bpe-codes)")
     lower = stream.lowercase_sides(task, args.lowercase)
-    pairs = itertools.islice(stream.iter_parallel(args.parallel), args.max_sentences)
-    gold = itertools.islice(stream.iter_links(args.gold, one_indexed=True), args.max_sentences) if args.gold else None
+    pairs = itertools.islice(stream.iter_parallel(args.parallel), args.sentences)
+    gold = itertools.islice(stream.iter_links(args.gold, one_indexed=True), args.sentences) if args.gold else None
     layers, n, unk = stream.analyze_stream(model, task, pairs, gold, bpe, swap, lower, args.batch_size)
     for r in layers:
         aer = f"AER {100 * r['aer']:.2f} P {100 * r['precision']:.2f} R {100 * r['recall']:.2f} " if "aer" in r else ""

@@ -21,10 +21,9 @@ import argparse
 import ast
 import os
 
-from tqdm import tqdm
-
 from ..analysis import common, contrastive
 from ..analysis import contrastive_protocols as protocols
+from ..progress import progress as progress_bar
 from ._tools import description_of
 from fairseq_fusion.errors import fail
 
@@ -95,7 +94,7 @@ def main(args):
     items = [it for its in groups.values() for it in its]
     pairs = sorted({(it.source, t) for it in items for t in [it.reference] + it.contrastive})
     scorer = contrastive.Scorer(model, task, pre_src, pre_tgt, args.max_tokens)
-    scores = dict(zip(pairs, scorer.score(pairs, progress=lambda b: tqdm(b, desc="scoring", mininterval=2))))
+    scores = dict(zip(pairs, scorer.score(pairs, progress=lambda b: progress_bar(b, desc="scoring"))))
     categories = set(args.category) if args.category else None
     results = {p: protocols.evaluate(its, scores, p, args.normalize, categories) for p, its in groups.items()}
     for p, r in results.items():

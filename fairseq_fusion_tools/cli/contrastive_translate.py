@@ -22,12 +22,12 @@ import json
 import os
 
 from fairseq.dataclass.configs import GenerationConfig
-from tqdm import tqdm
 
 from .. import atomic_files
 from ..analysis import common, contrastive_check, contrastive_translate
 from ..analysis.suite_files import SuiteFormatError, open_text as _open
 from ..analysis.layer_fusion import generation_args
+from ..progress import progress as progress_bar
 from ._tools import add_generation_args, description_of
 from fairseq_fusion.errors import fail
 
@@ -136,7 +136,7 @@ def main(args):
                                       if hasattr(args, f.name)})
         hyps = contrastive_translate.translate(
             model, task, suite.sources[:n], pre_src, gen_args, task.cfg.target_lang, args.max_tokens,
-            progress=lambda b: tqdm(b, desc="translating", mininterval=2))
+            progress=lambda b: progress_bar(b, desc="translating"))
     lemmas = _read_lines("--lemmas", args.lemmas, n) if args.lemmas else None
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if suite.format == "MuCoW":

@@ -19,7 +19,7 @@ def get_parser():
 
 def main(args):
     model, task, cfg = load_model(args.path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
-    result = sim.stream_similarity(model, task, args.split, args.max_tokens, args.max_sentences)
+    result = sim.stream_similarity(model, task, args.split, args.max_tokens, args.sentences)
     for side, r in result.items():
         for ref in sim.REFERENCES:
             print(f"| {side:7s} cos({ref}, layer 1..N): " + " ".join(f"{s:.3f}" for s in r[ref]))

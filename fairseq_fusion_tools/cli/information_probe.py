@@ -19,7 +19,7 @@ import torch
 
 from ..analysis import information_batches as data
 from ..analysis import information_probe as probe
-from ..analysis.common import add_checkpoint_args, load_model, locked, write_outputs
+from ..analysis.common import add_checkpoint_args, add_sentences_arg, load_model, locked, write_outputs
 from ._tools import description_of
 from fairseq_fusion.errors import fail
 
@@ -34,7 +34,7 @@ def get_parser():
     p.add_argument("--valid-split", default="valid", help="Held-out split for early stopping (default: %(default)s).")
     p.add_argument("--valid-sentences", type=int, default=500, help="Random sample of the held-out split (default: %(default)s; 0 = all).")
     p.add_argument("--split", default="test", help="Split the reported PPL is measured on (default: %(default)s).")
-    p.add_argument("--max-sentences", type=int, default=None, help="Measure on a random sample of this many sentences of --split.")
+    add_sentences_arg(p, "Measure on a random sample of N sentences of --split (default: all).")
     p.add_argument("--max-tokens", type=int, default=2000, help="Tokens per batch (default: %(default)s).")
     p.add_argument("--modules", default=",".join(probe.MODULES), help="Comma-separated modules to probe (default: %(default)s).")
     p.add_argument("--layers", default=None, help="Comma-separated decoder layers to probe, 1-based (default: all).")
@@ -64,7 +64,7 @@ def probe_checkpoint(path, args, modules, sides):
     samples = {}
     for flag, split, n in (("--train-split", args.train_split, args.train_sentences),
                            ("--valid-split", args.valid_split, args.valid_sentences),
-                           ("--split", args.split, args.max_sentences)):
+                           ("--split", args.split, args.sentences)):
         try:
             samples[flag] = data.sample_indices(task, split, n or None, args.seed)
         except (FileNotFoundError, ValueError) as e:

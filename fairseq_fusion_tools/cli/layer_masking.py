@@ -64,17 +64,20 @@ def gpt2_bpe(args):
                                                   gpt2_vocab_bpe=args.gpt2_vocab_bpe))
 
 
-def plot(results, metric, title):
-    """Relative change of the metric (a) and of the output length (b) by masked encoder layer."""
+def plot(results, baseline, metric, title):
+    """Relative change of the metric (a) and of the output length (b) by masked encoder layer, from the unmasked
+    model's ``baseline`` (its score and length: the 0 line, its value in each panel's title)."""
     labels = ["emb" if r["masked_layer"] == 0 else str(r["masked_layer"]) for r in results]
-    fig, axes = new_figure(1, 2, figsize=(9, 3.4))
-    for ax, key, name in ((axes[0], "score_change", f"(a) {metric}"), (axes[1], "length_change", "(b) output length")):
+    fig, axes = new_figure(1, 2, figsize=(9, 3.6))
+    panels = ((axes[0], "score_change", f"(a) {metric}", f"{baseline['score']:.2f}"),
+              (axes[1], "length_change", "(b) output length", f"{baseline['length']:.2f} words"))
+    for ax, key, name, base in panels:
         values = [r[key] for r in results]
         ax.bar(labels, values, color=["tab:red" if v < 0 else "tab:blue" for v in values])
-        ax.axhline(0, color="k", linewidth=0.8)
+        ax.axhline(0, color="k", linewidth=0.8)  # the unmasked model
         ax.set_xlabel("masked encoder layer")
-        ax.set_ylabel("relative change (%)")
-        ax.set_title(name)
+        ax.set_ylabel("relative change from unmasked (%)")
+        ax.set_title(f"{name}, unmasked {base}")
     return figure_title(fig, title, fontsize=10)
 
 
@@ -92,9 +95,9 @@ def main(args):
         base, results = masking_sweep(
         args.path, args.data, args.split, layers, cpu=args.cpu, overrides=ast.literal_eval(args.model_overrides),
             metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=bpe,
-            max_tokens=args.max_tokens, max_sentences=args.max_sentences,
+            max_tokens=args.max_tokens, max_sentences=args.sentences,
         )
-    fig = plot(results, args.metric, f"Masking encoder layers of {args.path} ({args.split})")
+    fig = plot(results, base, args.metric, f"Masking encoder layers of {args.path} ({args.split})")
     generation = {k: v for k, v in vars(gen_args).items() if v != getattr(GenerationConfig(), k)}
     write_outputs(args.out, {"path": args.path, "split": args.split, "metric": args.metric,
                              "generation": generation, "post_process": args.post_process, "bpe": args.bpe,

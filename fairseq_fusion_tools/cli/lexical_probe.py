@@ -70,7 +70,7 @@ def pos_categories(args, task):
         if not os.path.exists(bpe):
             fail(f"fusion-lexical-probe: {bpe}: no BPE text of --split {args.split} for the POS tags "
                              "(fusion-prepare-text writes DATA/tok/SPLIT.bpe.LANG; else give --bpe-dir)")
-        n = len(sizes) if args.max_sentences is None else min(args.max_sentences, len(sizes))
+        n = len(sizes) if args.sentences is None else min(args.sentences, len(sizes))
         try:
             found[side] = PositionCategories(tags, bpe, sizes[:n], side)
         except ValueError as e:
@@ -97,7 +97,7 @@ def main(args):
                            args.max_train_positions, sample_seed=args.seed, desc=f"states {args.train_split}")
         probe.write_states(model, task, args.valid_split, stores["valid"], args.max_tokens, args.max_valid_sentences,
                            args.max_train_positions, desc=f"states {args.valid_split}")
-        probe.write_states(model, task, args.split, stores["test"], args.max_tokens, args.max_sentences,
+        probe.write_states(model, task, args.split, stores["test"], args.max_tokens, args.sentences,
                            categories=categories, desc=f"states {args.split}")
         del model
         dicts = {"encoder": task.source_dictionary, "decoder": task.target_dictionary}

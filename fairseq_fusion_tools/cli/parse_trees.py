@@ -10,9 +10,8 @@ lines n-gram spans (``--fallback ngram``) and reports them again.
 """
 import argparse
 
-from tqdm import tqdm
-
 from .. import atomic_files
+from ..progress import progress as progress_bar
 from fairseq_fusion.tasks.phrase_spans import PARSERS
 from ._tools import description_of
 from fairseq_fusion.errors import fail
@@ -32,7 +31,7 @@ def get_parser():
 def parse_file(parser, lines, batch_size=64, progress=True):
     """Trees of ``lines`` (None where the parser failed or the line is empty)."""
     trees = []
-    for start in tqdm(range(0, len(lines), batch_size), desc="parsing", unit="batch", disable=not progress):
+    for start in progress_bar(range(0, len(lines), batch_size), show=progress, desc="parsing", unit="batch"):
         batch = [line.split() for line in lines[start:start + batch_size]]
         todo = [i for i, words in enumerate(batch) if words]
         parsed = parser.parse([batch[i] for i in todo]) if todo else []

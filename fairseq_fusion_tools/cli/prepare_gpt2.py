@@ -16,8 +16,7 @@ import json
 import os
 import shutil
 
-from tqdm import tqdm
-
+from ..progress import progress
 from .prepare_text import binarize, build_in_place, read_lines, write_lines
 from ._tools import description_of
 from fairseq_fusion.errors import fail
@@ -43,7 +42,7 @@ def get_parser():
 
 
 def encode_lines(lines, encoder, desc):
-    return [" ".join(map(str, encoder.encode(line.strip()))) for line in tqdm(lines, desc=desc, mininterval=2)]
+    return [" ".join(map(str, encoder.encode(line.strip()))) for line in progress(lines, desc=desc)]
 
 
 def main(args):

@@ -30,9 +30,8 @@ import tempfile
 from contextlib import contextmanager
 from multiprocessing import Pool
 
-from tqdm import tqdm
-
 from .. import data_paths
+from ..progress import progress
 from fairseq_fusion.errors import fail
 from ._tools import description_of
 from fairseq_fusion.encoders.bpe_tools import bpe_applier, require_fastbpe
@@ -91,7 +90,7 @@ def tokenize(lines, lang, workers, desc, normalize=False, segmenter="none", toke
     elif lang in CJK_LANGS:
         chinese_segmenter(segmenter)  # a missing segmenter stops here, not in the worker processes
     with Pool(workers, initializer=_init_tokenizer, initargs=(lang, normalize, segmenter)) as pool:
-        return list(tqdm(pool.imap(_tokenize, lines, chunksize=256), total=len(lines), desc=desc, mininterval=2))
+        return list(progress(pool.imap(_tokenize, lines, chunksize=256), total=len(lines), desc=desc))
 
 
 def clean_pairs(src, tgt, max_len, max_ratio):
@@ -165,7 +164,7 @@ def apply_bpe(codes_path, in_path, out_path, tool, vocab_path=None, vocab_thresh
     with open(in_path, encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]
     chunks = range(0, len(lines), BPE_CHUNK)
-    write_lines(out_path, [out for i in tqdm(chunks, desc="bpe " + os.path.basename(in_path), mininterval=2)
+    write_lines(out_path, [out for i in progress(chunks, desc="bpe " + os.path.basename(in_path))
                            for out in apply(lines[i:i + BPE_CHUNK])])
 
 

@@ -35,7 +35,7 @@ def main(args):
     for path, label in zip(args.path, labels(args.path)):
         model, task, cfg = load_model(path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
         with technique_of(path, "fusion-shortcut-gates"):
-            result = gates.gate_statistics(model, task, args.split, args.max_tokens, args.max_sentences, args.bins)
+            result = gates.gate_statistics(model, task, args.split, args.max_tokens, args.sentences, args.bins)
         del model
         print(f"| {path}")
         for name, s in result.items():
