@@ -7,7 +7,9 @@ fairseq raises ``NotADirectoryError``, ``PermissionError`` or ``FileNotFoundErro
   writable;
 - ``--results-path`` (fairseq-generate) under a regular file;
 - ``--input`` (fairseq-interactive) missing or a folder;
-- a split a translation data folder lacks (``--train-subset``, ``--valid-subset``, ``--gen-subset``).
+- a split a translation data folder lacks (``--train-subset``, ``--valid-subset``, ``--gen-subset``);
+- a ``--restore-file`` that does not exist (fairseq trains from scratch without a word), a missing
+  ``--finetune-from-model`` or both given (fairseq's ``ValueError`` tracebacks).
 """
 import errno
 import functools
@@ -59,6 +61,27 @@ def _checked_save_dir(verify_checkpoint_directory):
                 raise
             raise FusionError(f"--save-dir {save_dir}: cannot write in it ({e.strerror}); expected a folder this "
                               "user can write in") from None
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper
+
+
+def _checked_restore(load_checkpoint):
+    @functools.wraps(load_checkpoint)
+    def wrapper(cfg, trainer, **kwargs):
+        finetune, last = cfg.finetune_from_model, os.path.join(cfg.save_dir, "checkpoint_last.pt")
+        if cfg.restore_file != "checkpoint_last.pt":
+            if finetune:
+                raise FusionError(f"--restore-file {cfg.restore_file} and --finetune-from-model {finetune}: give "
+                                  "one (--finetune-from-model resets the optimizer, meters and data loader itself)")
+            path = cfg.restore_file.replace(".pt", (trainer.checkpoint_suffix or "") + ".pt")
+            if not os.path.isfile(path):
+                raise FusionError(f"--restore-file {path}: no such file; expected the checkpoint to start from "
+                                  f"(without --restore-file, fairseq-train resumes {last} if it exists, else starts "
+                                  "fresh)")
+        elif finetune and not os.path.exists(last) and not os.path.isfile(finetune):
+            raise FusionError(f"--finetune-from-model {finetune}: no such file; expected the checkpoint to fine-tune")
+        return load_checkpoint(cfg, trainer, **kwargs)
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper
@@ -126,5 +149,7 @@ def patch_fairseq():
 
     if not getattr(checkpoint_utils.verify_checkpoint_directory, "patched_by_fairseq_fusion", False):
         checkpoint_utils.verify_checkpoint_directory = _checked_save_dir(checkpoint_utils.verify_checkpoint_directory)
+    if not getattr(checkpoint_utils.load_checkpoint, "patched_by_fairseq_fusion", False):
+        checkpoint_utils.load_checkpoint = _checked_restore(checkpoint_utils.load_checkpoint)
     if not getattr(TranslationTask.load_dataset, "patched_by_fairseq_fusion", False):
         TranslationTask.load_dataset = _named_split(TranslationTask.load_dataset)

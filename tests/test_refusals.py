@@ -236,3 +236,19 @@ def test_fairseq_commands_name_an_unusable_folder_file_or_split(multi30k_slice, 
                         "--input", str(given)], check=False)
         one_line_refusal(proc, f"--input {given}: {what}")
     assert a_file.read_text() == "not a folder\n"
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--restore-file", "{tmp}/no-such.pt"], ["--restore-file {tmp}/no-such.pt: no such file", "starts fresh"]),
+    (["--finetune-from-model", "{tmp}/no-such.pt"], ["--finetune-from-model {tmp}/no-such.pt: no such file"]),
+    (["--restore-file", "{ckpt}", "--finetune-from-model", "{ckpt}"], ["--restore-file {ckpt} and --finetune-from-model", "give one"]),
+])
+def test_fairseq_train_refuses_a_checkpoint_to_start_from_that_is_not_there(multi30k_slice, checkpoint, tmp_path, flags,
+                                                                             expected):
+    """fairseq trained from scratch without a word when an explicit --restore-file was missing."""
+    fill = dict(tmp=tmp_path, ckpt=checkpoint)
+    save = tmp_path / "ck"
+    proc = run_cli(tiny_train(multi30k_slice, str(save), "fusion_transformer", *[f.format(**fill) for f in flags]),
+                   check=False)
+    one_line_refusal(proc, *[e.format(**fill) for e in expected])
+    assert not save.exists() or not os.listdir(save)
