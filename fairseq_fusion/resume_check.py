@@ -16,7 +16,8 @@ the resumed weights replace. What else fairseq lets a resume change (learning ra
 
 Fine-tuning is not resuming: with ``--reset-optimizer`` fairseq restores the weights alone and counts updates from
 0, and ``--finetune-from-model`` implies it; those load the weights into a new setup, which may change any
-setting the parameters fit. Where they do not fit, fairseq's traceback becomes one line.
+setting the parameters fit. Where they do not fit, fairseq's traceback becomes one line; so does the plugin's own
+refusal in the model's load (a checkpoint of another vocabulary), which fairseq wraps in a bare Exception.
 """
 import argparse
 import copy
@@ -129,6 +130,10 @@ def misfit_refusal(path, found, load_error):
                        "arch's new parameters)")
 
 
+def _is_wrapped_refusal(error):
+    return str(error).startswith("Cannot load model parameters") and isinstance(error.__context__, FusionError)
+
+
 def _is_misfit(error):
     """fairseq's 'Cannot load model parameters' around torch's state-dict mismatch (bad input, not a bug)."""
     cause = error.__context__
@@ -152,6 +157,8 @@ def checked_load_checkpoint(load_checkpoint):
         try:
             return load_checkpoint(self, filename, reset_optimizer, *args, **kwargs)
         except Exception as e:  # fairseq wraps every failure of its load in a bare Exception
+            if _is_wrapped_refusal(e):
+                raise e.__context__ from None  # the plugin's own refusal (another vocabulary), as one line
             if not (local and _is_misfit(e)):
                 raise
             saved = checkpoint_model_cfg(filename)

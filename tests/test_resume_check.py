@@ -109,6 +109,20 @@ def test_fine_tuning_parameters_that_do_not_fit_is_one_line(multi30k_slice, run_
     assert not any(save.iterdir())
 
 
+def test_resuming_with_another_vocabulary_names_the_dictionary(multi30k_slice, run_folder, tmp_path):
+    """The model's own refusal on load (checkpoint_safety), which fairseq wraps in a bare Exception, stays one line."""
+    folder, saved = run_folder
+    other = tmp_path / "other-bin"
+    shutil.copytree(multi30k_slice, other)
+    for lang in ("en", "de"):
+        with open(other / f"dict.{lang}.txt", "a") as f:
+            f.write("zzextra 1\n")
+    before = snapshot(folder)
+    proc = run_cli(tiny_train(str(other), folder, "transformer_surface_fusion"), check=False)
+    one_line_refusal(proc, "checkpoint does not match this model's source dictionary", f"{other}/dict.en.txt")
+    assert snapshot(folder) == before
+
+
 def test_an_explicit_restore_file_resumes_only_its_own_model(multi30k_slice, run_folder, tmp_path):
     folder, saved = run_folder
     source = os.path.join(folder, "checkpoint_last.pt")
