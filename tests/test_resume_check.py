@@ -1,8 +1,10 @@
 """A save folder holds one run (resume_check.py): resuming it with another model (a technique value, another arch,
 another size) is refused in one line naming the folder and each differing setting with both values, and leaves the
 folder as it was; training settings (lr, dropout, batch size, budget) resume, and fine-tuning (--reset-optimizer,
---finetune-from-model) loads the weights into a new setup where the parameters fit."""
+--finetune-from-model) loads the weights into a new setup where the parameters fit. fusion-compare's run folders
+refuse another command the same way."""
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -13,6 +15,7 @@ import torch
 
 from conftest import BIN, REPO, run_cli
 from conftest import tiny_train_args as tiny_train
+from fairseq_fusion_tools import compare
 from test_refusals import USER_DIR, one_line_refusal
 
 FINE_TUNE = ["--reset-optimizer", "--reset-dataloader", "--reset-meters"]
@@ -146,7 +149,7 @@ def test_fairseqs_own_transformer_is_checked_too(multi30k_slice, tmp_path):
 
 
 def test_hydra_train_into_the_folder_is_refused(multi30k_slice, run_folder, tmp_path):
-    """fairseq-hydra-train (the recipe's YAML: lambda 0.8) into the folder of a fairseq-train run at the same size."""
+    """fairseq-hydra-train (the recipe's YAML, lambda 0.8) into the folder of a fairseq-train run at the same size."""
     folder, saved = run_folder
     before = snapshot(folder)
     sizes = [f"+model.{k}={v}" for k, v in (("encoder_layers", 1), ("decoder_layers", 1), ("encoder_embed_dim", 16),
@@ -156,7 +159,7 @@ def test_hydra_train_into_the_folder_is_refused(multi30k_slice, run_folder, tmp_
         [os.path.join(BIN, "fairseq-hydra-train"), "--config-dir", os.path.join(REPO, "recipes", "hydra"),
          "--config-name", "transformer_surface_fusion", f"task.data={multi30k_slice}", "task.source_lang=en",
          "task.target_lang=de", f"common.user_dir={USER_DIR}", "common.cpu=true", "common.fp16=false",
-         "distributed_training.distributed_world_size=1", *sizes, "dataset.max_tokens=1500",
+         "distributed_training.distributed_world_size=1", *sizes, "model.surface_fusion_lambda=0.8", "dataset.max_tokens=1500",
          f"checkpoint.save_dir={folder}", f"hydra.run.dir={tmp_path}/run"],
         capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -165,3 +168,20 @@ def test_hydra_train_into_the_folder_is_refused(multi30k_slice, run_folder, tmp_
     assert differing(lines[0]) == f"--surface-fusion-lambda {saved.surface_fusion_lambda} -> 0.8"
     assert snapshot(folder) == before
 
+
+def test_compare_run_folders_refuse_another_command(tmp_path):
+    """A fusion-compare run folder records its command; another (here: one system flag) is refused in one line naming
+    the folder and the option with both values, and the record is kept."""
+    run_dir = str(tmp_path / "runs" / "x" / "seed1")
+    first = ["data-bin", "--arch", "transformer_surface_fusion", "--dropout", "0.1", "--share-all-embeddings"]
+    compare.record_command(run_dir, first)
+    recorded = open(os.path.join(run_dir, "command.json")).read()
+    compare.record_command(run_dir, first)  # the same command: continues
+    for now, shown in [(first + ["--surface-fusion-lambda", "0.8"], "--surface-fusion-lambda absent -> 0.8"),
+                       (first + ["--dropout", "0.3"], "--dropout 0.1 -> 0.3"),
+                       (first[:-1], "--share-all-embeddings set -> absent")]:
+        with pytest.raises(ValueError) as e:
+            compare.record_command(run_dir, now)
+        assert str(e.value) == (f"{run_dir} was trained with another command (recorded -> now: {shown}): use another "
+                                "--work, or remove that folder to retrain")
+    assert open(os.path.join(run_dir, "command.json")).read() == recorded and json.loads(recorded) == first
