@@ -3,8 +3,9 @@
 Each check raises ``FusionError`` (one line, ``errors.py``) naming the file or option and what was
 expected: a checkpoint that is missing, empty or truncated; a ``--model-overrides`` key that is no
 option (with the nearest names); a data folder that does not exist or lacks its dictionaries; a hub
-folder that does not exist; a sentence longer than the model's positions (how to skip it). They wrap fairseq's own
-functions narrowly, as ``fairseq_fixes`` does, and leave every other exception (a real bug) with its traceback.
+folder that does not exist; a sentence longer than the model's positions (how to skip it); a resume of a checkpoint
+of another model (``resume_check.py``, wrapping ``Trainer.load_checkpoint``). They wrap fairseq's own functions
+narrowly, as ``fairseq_fixes`` does, and leave every other exception (a real bug) with its traceback.
 A checkpoint loaded for another language direction than the run's (``-s``/``-t``, the hub's ``source_lang``, the
 data folder's) is a warning (``errors.warn``) naming both.
 """
@@ -330,6 +331,9 @@ def patch_fairseq():
     from fairseq import checkpoint_utils
     from fairseq.tasks import FairseqTask
     from fairseq.tasks.translation import TranslationTask
+    from fairseq.trainer import Trainer
+
+    from .resume_check import checked_load_checkpoint
 
     if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "patched_by_fairseq_fusion", False):
         checkpoint_utils.load_checkpoint_to_cpu = _checked_load(checkpoint_utils.load_checkpoint_to_cpu)
@@ -337,6 +341,8 @@ def patch_fairseq():
         checkpoint_utils.load_model_ensemble_and_task = _checked_ensemble(checkpoint_utils.load_model_ensemble_and_task)
     if not getattr(checkpoint_utils.save_checkpoint, "patched_by_fairseq_fusion", False):
         checkpoint_utils.save_checkpoint = _recorded_save(checkpoint_utils.save_checkpoint)
+    if not getattr(Trainer.load_checkpoint, "patched_by_fairseq_fusion", False):
+        Trainer.load_checkpoint = checked_load_checkpoint(Trainer.load_checkpoint)
     if not getattr(TranslationTask.setup_task.__func__, "patched_by_fairseq_fusion", False):
         TranslationTask.setup_task = _checked_setup_task(TranslationTask.setup_task.__func__)
     if not getattr(FairseqTask.filter_indices_by_size, "patched_by_fairseq_fusion", False):

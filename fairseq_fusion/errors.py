@@ -59,6 +59,13 @@ def fail(message):
     raise SystemExit(str(FusionError(line or message)))
 
 
+def few(items, shown=3):
+    """A refusal's list: the first ``shown`` items, then how many more ("a, b, c and 2 more")."""
+    items = list(items)
+    head = ", ".join(items[:shown])
+    return head + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
 def show_tracebacks():
     return os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
 

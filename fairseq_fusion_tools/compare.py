@@ -44,7 +44,7 @@ import time
 from . import atomic_files, recipe_settings
 from .data_paths import PLUGIN_DIR
 from .benchmark import SIZES, fusion_archs
-from fairseq_fusion.errors import fail
+from fairseq_fusion.errors import fail, few
 
 # optimization per size (dropout, lr, warm-up, max tokens per GPU/CPU): "small" is `make demo`'s, base and
 # big are fairseq's WMT'14 En-De recipes (Vaswani et al. 2017; Ott et al. 2018)
@@ -590,25 +590,62 @@ def portable_command(cmd):
     return [a if a != PLUGIN_DIR else "USER_DIR" for a in cmd]
 
 
+def _options(argv):
+    """{option: its values} of an argv, the last occurrence of each (as argparse keeps it); positionals under ''."""
+    found, key = {"": []}, ""
+    for a in argv:
+        if a.startswith("--"):
+            key = a
+            found[key] = []
+        else:
+            found[key].append(a)
+    return found
+
+
+def argv_difference(before, now):
+    """The options two argvs set differently, as 'OPTION BEFORE -> NOW' (a few, then how many more)."""
+    a, b = _options(before), _options(now)
+
+    def shown(values):
+        return "absent" if values is None else " ".join(values) or "set"
+    changed = [f"{k or 'data'} {shown(a.get(k))} -> {shown(b.get(k))}" for k in dict.fromkeys([*b, *a]) if a.get(k) != b.get(k)]
+    return few(changed) if changed else "the same options, in another order or repeated"
+
+
+def run_dir_of(args, system, seed):
+    return os.path.join(args.work, "runs", system["name"], f"seed{seed}")
+
+
+def check_recorded(run_dir, portable):
+    """A run folder's ``command.json``, where it has one, is ``portable``: another command would continue (or reuse)
+    this folder's run under other settings."""
+    recorded = os.path.join(run_dir, "command.json")
+    if os.path.exists(recorded):
+        with open(recorded) as f:
+            before = json.load(f)
+        if before != portable:
+            raise ValueError(f"{run_dir} was trained with another command (recorded -> now: "
+                             f"{argv_difference(before, portable)}): use another --work, or remove that folder to retrain")
+
+
+def record_command(run_dir, portable):
+    """Checks the run folder's recorded command (``check_recorded``), or records it on the first attempt."""
+    check_recorded(run_dir, portable)
+    recorded = os.path.join(run_dir, "command.json")
+    if not os.path.exists(recorded):
+        os.makedirs(run_dir, exist_ok=True)
+        atomic_files.write_json(recorded, portable, indent=1)
+
+
 def run_one(args, system, seed, label, progress=True):
     """Train (or continue, or reuse) one run; returns its train summary. ``progress``: a progress bar (one run at
     a time)."""
     from .cli._tools import console_script
 
-    run_dir = os.path.join(args.work, "runs", system["name"], f"seed{seed}")
-    os.makedirs(run_dir, exist_ok=True)
+    run_dir = run_dir_of(args, system, seed)
     done = os.path.join(run_dir, "train.json")
     cmd = train_command(args, system, seed, run_dir)
-    recorded = os.path.join(run_dir, "command.json")
-    portable = portable_command(cmd)
-    if os.path.exists(recorded):
-        with open(recorded) as f:
-            before = json.load(f)
-        if before != portable:
-            raise ValueError(f"{run_dir} was trained with another command:\n  {shlex.join(before)}\nnow:\n  {shlex.join(portable)}\n"
-                             "use another --work, or remove that folder to retrain")
-    else:
-        atomic_files.write_json(recorded, portable, indent=1)
+    record_command(run_dir, portable_command(cmd))
     log = os.path.join(run_dir, "train.log")
     if os.path.exists(done):
         print(f"| {label}: trained before, reused", flush=True)
@@ -700,6 +737,10 @@ def main(args):
             from .compare_budget import find_budget
             args.max_update = find_budget(args, systems[0], args.budget_from_curve)
             check_saves(args)
+        for seed in args.seeds:  # every run folder before any training: one line, not a table half done
+            for s in systems:
+                run_dir = run_dir_of(args, s, seed)
+                check_recorded(run_dir, portable_command(train_command(args, s, seed, run_dir)))
         if args.jobs > 1:
             from .compare_parallel import train_and_translate_all
             train_and_translate_all(args, systems, compared, args.jobs)

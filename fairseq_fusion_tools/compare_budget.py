@@ -6,7 +6,7 @@ validated every ``--save-interval-updates`` (default: a 50th of CAP) with fairse
 (PATIENCE validations without a new best BLEU). The budget is the first validated update whose BLEU is within
 ``--budget-tolerance`` of the curve's best: past it, more updates buy less than that. The curve, the rule and the
 budget are written to ``WORK/budget/budget.json`` and reused; an interrupted curve run continues from its last
-checkpoint.
+checkpoint, under the command its folder records (``command.json``; another is refused).
 """
 import argparse
 import json
@@ -65,7 +65,7 @@ def plateau(curve, tolerance):
 def find_budget(args, system, cap):
     """The budget in updates (trains the curve run unless budget.json has it); the record written beside it."""
     from .cli._tools import console_script
-    from .compare import portable_command, run_logged, tail
+    from .compare import portable_command, record_command, run_logged, tail
 
     out = os.path.join(curve_dir(args), "budget.json")
     run_dir, cmd = curve_command(args, system, cap)
@@ -78,7 +78,7 @@ def find_budget(args, system, cap):
             return record["budget"]
         raise ValueError(f"{out} was found with another command or tolerance: use another --work, or remove "
                          f"{curve_dir(args)} to find the budget again")
-    os.makedirs(run_dir, exist_ok=True)
+    record_command(run_dir, portable)  # an interrupted curve run continues only under its own command
     log = os.path.join(run_dir, "train.log")
     print(f"| budget: training {system['name']} seed {args.seeds[0]} for at most {cap} updates, validation BLEU every "
           f"{curve_args(args, cap).save_interval_updates} (log {log})", flush=True)

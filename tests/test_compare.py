@@ -275,7 +275,10 @@ def test_compare_end_to_end_protocols_resume_and_refusals(slice_small_test, tmp_
     # another command in the same place is refused, naming the folder; a bad flag, or too few checkpoints to
     # average, fail before any training
     proc = _compare(slice_small_test, work, "--train-args", "--dropout 0.3", check=False)
-    assert proc.returncode != 0 and "was trained with another command" in proc.stderr and "seed1" in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last.startswith("fairseq-fusion: error: fusion-compare: ") and "seed1 was trained with another command" in last
+    assert "(recorded -> now: --dropout 0.1 -> 0.3)" in last, last
     proc = run_cli(["fusion-compare", slice_small_test, "--work", str(tmp_path / "w2"), "--size", "tiny", "--max-update", "2",
                     "--system", "transformer", "--system", "x=fusion_transformer --surface-fusion-lambda 0.5"], check=False)
     assert proc.returncode != 0 and "--surface-fusion" in proc.stderr and not os.path.exists(tmp_path / "w2" / "runs")
