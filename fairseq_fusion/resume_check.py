@@ -159,6 +159,11 @@ def checked_load_checkpoint(load_checkpoint):
         except Exception as e:  # fairseq wraps every failure of its load in a bare Exception
             if _is_wrapped_refusal(e):
                 raise e.__context__ from None  # the plugin's own refusal (another vocabulary), as one line
+            if isinstance(e, AssertionError) and str(e).startswith(("Criterion does not match", "Optimizer does not match")):
+                what, saved_vs_now = str(e).split(";")[0], str(e).rsplit(". ", 1)[-1]
+                raise FusionError(f"checkpoint {filename}: {what.lower()} ({saved_vs_now.replace(' vs ', ' -> ')}): "
+                                  "resume with the run's own --criterion and --optimizer, or fine-tune from it with "
+                                  "--reset-optimizer") from None
             if not (local and _is_misfit(e)):
                 raise
             saved = checkpoint_model_cfg(filename)

@@ -185,3 +185,24 @@ def test_compare_run_folders_refuse_another_command(tmp_path):
         assert str(e.value) == (f"{run_dir} was trained with another command (recorded -> now: {shown}): use another "
                                 "--work, or remove that folder to retrain")
     assert open(os.path.join(run_dir, "command.json")).read() == recorded and json.loads(recorded) == first
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--optimizer", "sgd"], "optimizer does not match ({saved_optimizer} -> SGD)"),
+    (["--criterion", "cross_entropy"], "criterion does not match ({saved_criterion} -> CrossEntropyCriterion)"),
+], ids=["optimizer", "criterion"])
+def test_resuming_with_another_optimizer_or_criterion_is_one_line(multi30k_slice, run_folder, extra, expected):
+    """fairseq's AssertionError traceback ('Criterion does not match; please reset the optimizer') as one line."""
+    folder, _ = run_folder
+    last = os.path.join(folder, "checkpoint_last.pt")
+    history = torch.load(last, map_location="cpu", weights_only=False)["optimizer_history"][-1]
+    before = snapshot(folder)
+    args = tiny_train(multi30k_slice, folder, "transformer_surface_fusion", max_update=3)
+    args[args.index(extra[0]) + 1] = extra[1]
+    if extra[1] == "cross_entropy":  # takes no --label-smoothing
+        del args[args.index("--label-smoothing"):args.index("--label-smoothing") + 2]
+    proc = run_cli(args, check=False)
+    one_line_refusal(proc, f"checkpoint {last}: " + expected.format(saved_optimizer=history["optimizer_name"],
+                                                                      saved_criterion=history["criterion_name"]),
+                     "--reset-optimizer")
+    assert snapshot(folder) == before
