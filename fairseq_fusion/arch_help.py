@@ -10,7 +10,8 @@ groups); the help shows them as groups of their own. Without ``--arch`` fairseq 
 model: fairseq-train's help ends with a line saying how to see them.
 
 A mistyped ``--arch`` gets one line with the nearest names (argparse's own refusal prints the usage
-and all ~200 choices).
+and all ~200 choices); argparse's other errors in fairseq's parsers (an unknown flag, a flag of another command, a
+bad value) are one line too, without fairseq's 115-line usage, an unknown flag with the nearest flags.
 """
 import argparse
 import difflib
@@ -77,10 +78,24 @@ def check_arch_name(name, registry):
     raise FusionError(f"--arch {name}: no such arch{hint} (fusion-archs lists the plugin's archs)")
 
 
+def _one_line_errors(parser):
+    """argparse's ``parser.error`` without the usage: ``fairseq-fusion: error: PROG: MESSAGE`` and exit status 2."""
+    def error(message):
+        if message.startswith("unrecognized arguments: "):
+            flags = [a.split("=")[0] for a in message.split(": ", 1)[1].split() if a.startswith("--")]
+            near = [n for f in flags for n in difflib.get_close_matches(f, parser._option_string_actions, n=2, cutoff=0.75)]
+            if near:
+                message += f" (did you mean {', '.join(dict.fromkeys(near))}?)"
+        parser.exit(2, f"{FusionError(f'{parser.prog}: {message}; {parser.prog} --help lists the options')}\n")
+
+    parser.error = error
+
+
 def _with_arch_help(parse_args_and_arch):
     @functools.wraps(parse_args_and_arch)
     def wrapper(parser, input_args=None, *args, **kwargs):
         argv = sys.argv[1:] if input_args is None else list(input_args)
+        _one_line_errors(parser)
         if "--arch" in parser._option_string_actions:
             from fairseq.models import ARCH_MODEL_REGISTRY
 

@@ -73,3 +73,22 @@ def test_an_arch_with_no_near_name_is_refused_without_a_guess(tmp_path):
 
     with pytest.raises(FusionError, match=r"--arch xyzzy: no such arch \(fusion-archs"):
         options.parse_args_and_arch(options.get_training_parser(), [str(tmp_path), "--arch", "xyzzy"])
+
+
+@pytest.mark.parametrize("parser_of, argv, expected", [
+    ("training", ["--arch", "transformer", "--beam", "5"], "unrecognized arguments: --beam 5;"),
+    ("training", ["--arch", "transformer", "--max-tokens", "abc"], "argument --max-tokens: invalid int value: 'abc'"),
+    ("training", ["--arch", "transformer", "--optimizer", "adamm"], "argument --optimizer: invalid choice: 'adamm'"),
+    ("generation", ["--path", "x.pt", "--bema", "4"], "unrecognized arguments: --bema 4 (did you mean --beam"),
+    ("interactive", ["--path", "x.pt", "--max-update", "5"], "unrecognized arguments: --max-update 5;"),
+])
+def test_argparse_errors_of_fairseqs_parsers_are_one_line(tmp_path, capsys, parser_of, argv, expected):
+    """Without the plugin, argparse prints fairseq's 115-line usage above its error line."""
+    parser = {"training": options.get_training_parser, "generation": options.get_generation_parser,
+              "interactive": lambda: options.get_interactive_generation_parser()}[parser_of]()
+    with pytest.raises(SystemExit) as e:
+        options.parse_args_and_arch(parser, [str(tmp_path), *argv])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert err.count("\n") == 1 and err.startswith("fairseq-fusion: error: "), err[:500]
+    assert expected in err and "--help lists the options" in err
