@@ -444,3 +444,24 @@ def test_evaluate_without_checkpoints_to_average_names_the_alternatives(tmp_path
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"error: found 0 checkpoint_E_U.pt in {save}, multi30k's setting averages the last 5 ")
     assert "AVERAGE=0" in lines[0] and f"--checkpoint {save}/checkpoint_last.pt" in lines[0]
+
+
+@pytest.mark.parametrize("step, args, expected", [
+    ("prepare", ["--local", "{tmp}/no-such-folder"], "error: --local {tmp}/no-such-folder: no such folder"),
+    ("prepare", ["--paper", "vaswanni"], "error: unknown paper 'vaswanni'; papers: vaswani,"),
+    ("prepare", ["--bogus"], "error: prepare.sh: unknown option --bogus (see --help)"),
+    ("train", ["--bogus"], "error: the first argument must be ARCH (see --help)"),
+    ("train", ["transformer_surface_fusoin"], "error: unknown arch 'transformer_surface_fusoin'; fusion_transformer archs:"),
+    ("train", ["transformer", "--work", "{tmp}"], "error: {tmp}/data-multi30k.en-de not prepared: run "
+                                                   "recipes/multi30k_en_de/prepare.sh"),
+    ("evaluate", ["transformer", "--work", "{tmp}"], "error: no checkpoint in {tmp}/checkpoints/transformer.multi30k.en-de: "
+                                                      "train first"),
+    ("evaluate", ["transformer", "--bogus"], "error: evaluate.sh: unknown option --bogus (see --help)"),
+], ids=lambda v: v if isinstance(v, str) and not v.startswith("error") else None)
+def test_recipe_mistakes_are_one_line(tmp_path, step, args, expected):
+    """The recipes' scripts, fed the mistakes users make (the mistakes matrix of tests/test_mistakes.py for the shell
+    scripts): one line naming the option or folder and what to do, exit status 2, nothing written."""
+    proc = run_recipe("multi30k_en_de", step, *[a.format(tmp=tmp_path) for a in args], check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(expected.format(tmp=tmp_path)), proc.stderr[-2000:]
+    assert not os.listdir(tmp_path)
