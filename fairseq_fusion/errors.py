@@ -134,6 +134,11 @@ def _showwarning(message, category, filename, lineno, file=None, line=None):
 def install():
     if sys.excepthook is not _excepthook:
         sys.excepthook = _excepthook
+    install_warnings()
+
+
+def install_warnings():
+    """``FusionWarning``s as one line (without the excepthook: a hook set over ours, the tools', chains to it)."""
     if warnings.showwarning is not _showwarning:
         _SHOWWARNING.append(warnings.showwarning)
         warnings.showwarning = _showwarning

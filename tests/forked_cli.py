@@ -109,7 +109,7 @@ def _fresh_logging_and_warnings(cmd, env, python_argv=None):
         from fairseq_fusion import errors, quiet
 
         quiet.install()
-        errors.install()  # its warnings as one line (errors.warn)
+        errors.install_warnings()  # its warnings as one line (errors.warn); the excepthooks stay chained
 
 
 def _same_plugin_folder_is_imported():
