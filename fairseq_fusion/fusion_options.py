@@ -23,13 +23,39 @@ logger = logging.getLogger(__name__)
 Requirement = Union[str, Tuple[str, Sequence]]
 
 
+@dataclass(frozen=True)
+class Range:
+    """The numbers a flag takes: ``low``/``high`` (None: unbounded), each included unless ``*_open``."""
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+    what: str = "a number"  # the value in words, e.g. "a probability"
+
+    def __contains__(self, value) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int if self.integer else (int, float)):
+            return False
+        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return above and below
+
+    def __str__(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"{self.what} in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{self.what} {'>' if self.low_open else '>='} {self.low:g}"
+        return f"{self.what} {'<' if self.high_open else '<='} {self.high:g}"
+
+
 @dataclass
 class Flag:
     name: str  # attribute name, e.g. "lexical_shortcuts"
     default: object
     help: str
     type: Optional[Callable] = None
-    choices: Optional[List] = None
+    choices: Optional[List] = None  # the values it takes (``check_values`` refuses others)
+    bounds: Optional[Range] = None  # or the numbers it takes
     # the technique(s) this flag configures: setting it while none is on is an error
     requires: Sequence[Requirement] = ()
     switch: bool = False  # turns a technique on by itself (every other flag has ``requires``)
@@ -158,7 +184,10 @@ def add_args(parser):
             if flag.type is bool:
                 argp.add_argument(opt, type=_str2bool, nargs="?", const=True, metavar="BOOL", help=flag.help)
             else:
-                argp.add_argument(opt, type=flag.type, choices=flag.choices, metavar=None if flag.choices else "X", help=flag.help)
+                # the choices are checked by check_values (the arch function runs it on the parsed arguments), so that
+                # the command line, YAML, --model-overrides and the hub get one refusal
+                metavar = "{" + ",".join(map(str, flag.choices)) + "}" if flag.choices else "X"
+                argp.add_argument(opt, type=flag.type, metavar=metavar, help=flag.help)
 
 
 def set_defaults(args):
@@ -214,6 +243,32 @@ def _describe(req: Requirement) -> str:
     return f"{option_name(name)} {'|'.join(map(str, values))}"
 
 
+def expected(flag: Flag, value) -> Optional[str]:
+    """What ``flag`` takes, in words, when ``value`` is outside its declared choices or range, else None.
+    None (unset) and the flag's off value are always taken."""
+    if value is None or value == flag.default:
+        return None
+    if flag.choices is not None and value not in flag.choices:
+        return "one of " + ", ".join(map(str, flag.choices))
+    if flag.bounds is not None and value not in flag.bounds:
+        off = "" if flag.default is None or flag.default in flag.bounds else f"{flag.default} (off) or "
+        return off + str(flag.bounds)
+    return None
+
+
+def check_values(args, name: Callable[[str], str] = None):
+    """Refuse a flag's value outside its declared choices or range, naming the flag: the one check of every entry
+    point (the arch functions on the command line's and hydra's arguments, ``validate`` on every model built, from
+    checkpoints, ``--model-overrides`` and the hub too). ``name(flag)`` says how the refusal names it."""
+    for group in GROUPS:
+        for flag in group.flags:
+            value = getattr(args, flag.name, None)
+            wanted = expected(flag, value)
+            if wanted is not None:
+                shown = name(flag.name) if name is not None else option_name(flag.name)
+                raise FusionError(f"{shown} {value!r}: expected {wanted}")
+
+
 def check_requirements(args):
     """Refuse a flag set away from its off value while the technique it configures is off."""
     for group in GROUPS:
@@ -243,6 +298,7 @@ def check_layers_to_keep(args):
 
 def validate(args):
     set_defaults(args)
+    check_values(args)
     check_requirements(args)
     check_layers_to_keep(args)
     for group in GROUPS:

@@ -6,6 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fairseq_fusion import fusion_options
+from fairseq_fusion.errors import FusionError
 from fairseq_fusion.modules import decoder_sublayers
 from fairseq_fusion.modules.decoder_sublayers import decoder_plan
 from conftest import build_model, write_dicts
@@ -218,7 +219,8 @@ def test_conflicting_flags_name_both(data_dir):
     with pytest.raises(ValueError, match="--no-cross-attention") as err:
         build(data_dir, "transformer_simplified_decoder", "--no-cross-attention")
     assert "--simplified-decoder" in str(err.value)
-    with pytest.raises(SystemExit):  # argparse refuses an unknown order
+    with pytest.raises(FusionError, match="--decoder-sublayer-order 'ifm-sem-tem': expected one of sem-ifm, sem-tem-ifm, "
+                       "tem-sem-ifm$"):  # the registry refuses an unknown order (tests/test_flag_values.py: every flag)
         build(data_dir, "fusion_transformer", "--decoder-sublayer-order", "ifm-sem-tem")
 
 

@@ -66,7 +66,8 @@ def test_config_dataclass_is_generated_from_the_flags():
 @pytest.mark.parametrize("section, message", [
     ({"lexical_shortcut": True}, "did you mean lexical_shortcuts"),
     ({"encoder_layers": "two"}, "encoder_layers"),
-    ({"surface_fusion": "hardest"}, "surface_fusion: 'hardest' is not one of"),
+    ({"surface_fusion": "hardest"}, r"model.surface_fusion \(--surface-fusion\) 'hardest': expected one of none, hard, soft"),
+    ({"surface_fusion_lambda": 1.5}, r"model.surface_fusion_lambda \(--surface-fusion-lambda\) 1.5: expected a weight in \[0, 1\]"),
     ({"share_all_embeddings": "maybe"}, "share_all_embeddings"),
 ])
 def test_bad_yaml_model_section_is_refused(section, message):

@@ -73,6 +73,12 @@ def test_fairseq_generate_refuses_a_misspelt_model_override(multi30k_slice, chec
     assert last.index("did you mean surface_fusion_lambda") > 0
 
 
+def test_fairseq_generate_refuses_a_model_override_outside_the_flags_range(multi30k_slice, checkpoint):
+    """The registry's check of choices and ranges (tests/test_flag_values.py: every flag) on a loaded checkpoint."""
+    proc = generate(multi30k_slice, checkpoint, "--model-overrides", "{'surface_fusion_lambda': 1.5}")
+    one_line_refusal(proc, "--surface-fusion-lambda 1.5: expected a weight in [0, 1]")
+
+
 def test_fairseq_generate_names_the_dictionary_of_another_vocabulary(multi30k_slice, checkpoint, tmp_path):
     other = tmp_path / "other-bin"
     shutil.copytree(multi30k_slice, other)

@@ -19,6 +19,7 @@ from .catalog import describe
 def fusion_base_architecture(args):
     base_architecture(args)
     fusion_options.set_defaults(args)
+    fusion_options.check_values(args)  # at parse time: before fairseq-train writes anything
 
 
 @describe(
@@ -31,3 +32,4 @@ def fusion_base_architecture(args):
 def fusion_big_architecture(args):
     transformer_vaswani_wmt_en_de_big(args)
     fusion_options.set_defaults(args)
+    fusion_options.check_values(args)  # at parse time: before fairseq-train writes anything

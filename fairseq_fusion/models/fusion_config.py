@@ -11,7 +11,8 @@ through fairseq's ``gen_parser_from_dataclass``, as ``TransformerModel.add_args`
 plus every technique flag of ``fusion_options`` (help and choices from the flag registry; each
 field defaults to None: unset, the preset decides). A YAML model section is checked against it
 before the preset runs: an unknown key (a typo) or a value of the wrong type or outside the
-choices is an error naming the key, never silently ignored.
+choices is an error naming the key, never silently ignored (a technique flag's choices and range:
+``fusion_options.check_values``, the check of every entry point).
 """
 import argparse
 import dataclasses
@@ -43,12 +44,17 @@ def _field_type(action):
     return Any  # lists and fairseq's own parsers (e.g. comma-separated layer lists): checked by the model
 
 
+def registry_flags():
+    return {f.name: f for g in fusion_options.GROUPS for f in g.flags}
+
+
 def build_config_class():
-    fields = []
+    fields, flags = [], registry_flags()
     for dest, action in sorted(model_actions().items()):
         metadata = {"help": action.help or ""}
-        if action.choices:
-            metadata["choices"] = list(action.choices)
+        choices = flags[dest].choices if dest in flags else action.choices
+        if choices:
+            metadata["choices"] = list(choices)
         fields.append((dest, _field_type(action), dataclasses.field(default=None, metadata=metadata)))
     return dataclasses.make_dataclass("FusionTransformerConfig", fields, bases=(FairseqDataclass,))
 
@@ -73,9 +79,11 @@ def check_model_config(cfg):
         OmegaConf.merge(OmegaConf.structured(FusionTransformerConfig), {k: v for k, v in given.items()})
     except OmegaConfBaseException as e:
         raise FusionError(f"model.{getattr(e, 'key', '?')}: {e.msg if hasattr(e, 'msg') else e}") from None
-    for key, value in given.items():
+    flags = registry_flags()
+    fusion_options.check_values(argparse.Namespace(**given), name=lambda key: f"model.{key} ({fusion_options.option_name(key)})")
+    for key, value in given.items():  # fairseq's own fields with choices (the registry's flags: check_values)
         choices = known[key].metadata.get("choices")
-        if choices and value is not None and value not in choices:
+        if key not in flags and choices and value is not None and value not in choices:
             raise FusionError(f"model.{key}: {value!r} is not one of {', '.join(map(str, choices))}")
 
 

@@ -74,10 +74,6 @@ class Aggregation(nn.Module):
                  residual: str = "all", top: int = 0, dropout: float = 0.0, num_heads: int = 1,
                  input_names: Optional[Sequence[str]] = None, name: str = ""):
         super().__init__()
-        if function not in FUNCTIONS:
-            raise FusionError(f"--aggregation-function: expected one of {FUNCTIONS}, got {function!r}")
-        if residual not in RESIDUALS:
-            raise FusionError(f"--aggregation-residual: expected one of {RESIDUALS}, got {residual!r}")
         self.num_inputs, self.dim = num_inputs, dim
         self.function, self.residual, self.top = function, residual, top
         self.input_names = list(input_names or [f"x{j + 1}" for j in range(num_inputs)])
@@ -291,15 +287,13 @@ def build_combiner(kind: str, num_layers: int, dim: int, ffn_dim: int, args, num
                            residual=args.aggregation_residual, dropout=args.dropout,
                            num_heads=num_heads, **kwargs)
 
-    if kind == "dense":
-        return DenseConnection(recursive=args.dense_sum == "recursive")
-    if kind == "linear":
-        return LinearCombination(num_layers, dim, every_layer=args.linear_combination_at == "every-layer")
-    if kind == "iterative":
-        return IterativeAggregation(num_layers, make_agg)
-    if kind == "hierarchical":
-        return HierarchicalAggregation(num_layers, make_agg)
-    raise FusionError(f"--layer-aggregation: expected one of {KINDS}, got {kind!r}")
+    builders = {  # the kinds of KINDS but "none" (the flag's choices, checked by fusion_options.check_values)
+        "dense": lambda: DenseConnection(recursive=args.dense_sum == "recursive"),
+        "linear": lambda: LinearCombination(num_layers, dim, every_layer=args.linear_combination_at == "every-layer"),
+        "iterative": lambda: IterativeAggregation(num_layers, make_agg),
+        "hierarchical": lambda: HierarchicalAggregation(num_layers, make_agg),
+    }
+    return builders[kind]()
 
 
 def sides(choice: str) -> List[str]:
@@ -307,19 +301,7 @@ def sides(choice: str) -> List[str]:
 
 
 def validate(args):
-    kind = args.layer_aggregation
-    if kind not in KINDS:
-        raise FusionError(f"--layer-aggregation: expected one of {KINDS}, got {kind!r}")
-    if args.layer_aggregation_in not in SIDES:
-        raise FusionError(f"--layer-aggregation-in: expected one of {SIDES}, got {args.layer_aggregation_in!r}")
-    if args.aggregation_function not in FUNCTIONS:
-        raise FusionError(f"--aggregation-function: expected one of {FUNCTIONS}, got {args.aggregation_function!r}")
-    if args.aggregation_residual not in RESIDUALS:
-        raise FusionError(f"--aggregation-residual: expected one of {RESIDUALS}, got {args.aggregation_residual!r}")
-    if args.dense_sum not in DENSE_SUMS:
-        raise FusionError(f"--dense-sum: expected one of {DENSE_SUMS}, got {args.dense_sum!r}")
-    if args.linear_combination_at not in LINEAR_AT:
-        raise FusionError(f"--linear-combination-at: expected one of {LINEAR_AT}, got {args.linear_combination_at!r}")
+    kind = args.layer_aggregation  # the flags' choices: fusion_options.check_values
     if kind in ("none", "dense"):
         return
     for side in sides(args.layer_aggregation_in):

@@ -51,7 +51,7 @@ from fairseq.modules import LayerNorm
 from torch import nn
 
 from .. import fusion_options
-from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
+from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup, Range
 from ..errors import FusionError
 
 MEMORY_KEY = "layer_attention_memory"
@@ -157,19 +157,9 @@ def parameter_count(num_decoder_layers, num_encoder_layers, embed_dim, granulari
 
 
 def validate(args):
-    mode = args.layer_attention
-    if mode not in ("none", "fine", "coarse"):
-        raise FusionError(f"--layer-attention: expected none, fine or coarse, got {mode!r}")
-    if mode == "none":  # sub-flags without the technique: fusion_options refuses them
+    # the flags' choices and ranges: fusion_options.check_values; sub-flags without the technique: check_requirements
+    if args.layer_attention == "none":
         return
-    if args.layer_attention_top_state not in TOP_STATES:
-        raise FusionError(f"--layer-attention-top-state: expected one of {', '.join(TOP_STATES)}, "
-                          f"got {args.layer_attention_top_state!r}")
-    p = args.layer_attention_dropconnect
-    if not 0.0 <= p < 1.0:
-        raise FusionError(f"--layer-attention-dropconnect: expected a probability in [0, 1), got {p}")
-    if not 0.0 <= args.layer_attention_dropout < 1.0:
-        raise FusionError(f"--layer-attention-dropout: expected a probability in [0, 1), got {args.layer_attention_dropout}")
     if getattr(args, "no_cross_attention", False):
         raise FusionError("--layer-attention changes what the decoder's encoder attention reads, "
                          "which --no-cross-attention removes; drop one of them")
@@ -219,7 +209,7 @@ fusion_options.register(
                  type=str, choices=["none", "fine", "coarse"], switch=True),
             Flag("layer_attention_dropconnect", 0.3,
                  "DropConnect probability on the layer-attention weights W (training only)", type=float,
-                 requires=["layer_attention"]),
+                 bounds=Range(0, 1, high_open=True, what="a probability"), requires=["layer_attention"]),
             Flag("layer_attention_top_only", False,
                  "only the top decoder layer attends, and only the embedding and output layers (§4)",
                  type=bool, requires=["layer_attention"]),
@@ -240,7 +230,7 @@ fusion_options.register(
                  type=str, choices=list(TOP_STATES), requires=["layer_attention"]),
             Flag("layer_attention_dropout", 0.0,
                  "dropout on S^m in training, after the LayerNorm (authors' code and named archs: 0.1)",
-                 type=float, requires=["layer_attention"]),
+                 type=float, bounds=Range(0, 1, high_open=True, what="a probability"), requires=["layer_attention"]),
         ],
         validate=validate,
         claims=claims,

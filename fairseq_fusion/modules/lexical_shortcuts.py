@@ -76,8 +76,6 @@ class ShortcutMultiheadAttention(MultiheadAttention):
             embed_dim, num_heads, dropout=dropout, bias=bias, self_attention=self_attention,
             encoder_decoder_attention=encoder_decoder_attention,
         )
-        if embed not in SOURCES:
-            raise FusionError(f"--lexical-shortcuts-embed: expected one of {SOURCES}, got {embed!r}")
         self.feature_fusion = feature_fusion
         self.embed = embed
         self.enc_dec = enc_dec

@@ -42,7 +42,7 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
 from .. import fusion_options
-from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
+from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup, Range
 from .layer_aggregation import Aggregation, sides
 from ..errors import FusionError
 
@@ -214,16 +214,7 @@ class MultiLayerSelfAttention(MultiheadAttention):
 
 
 def validate(args):
-    k = args.multilayer_attention
-    if k is None or k < 0 or k == 1:
-        raise FusionError(f"--multilayer-attention K: expected 0 (off) or K >= 2 attended layers, got {k}")
-    if args.multilayer_attention_in not in SIDES:
-        raise FusionError(f"--multilayer-attention-in: expected one of {SIDES}, got {args.multilayer_attention_in!r}")
-    if args.multilayer_attention_projections not in PROJECTIONS:
-        raise FusionError(f"--multilayer-attention-projections: expected one of {PROJECTIONS}, "
-                         f"got {args.multilayer_attention_projections!r}")
-    if args.multilayer_attention_layers not in LAYERS:
-        raise FusionError(f"--multilayer-attention-layers: expected one of {LAYERS}, got {args.multilayer_attention_layers!r}")
+    k = args.multilayer_attention  # the flags' choices and ranges: fusion_options.check_values
     if not k:
         return
     if args.multilayer_attention_layers == "above-k":
@@ -275,7 +266,8 @@ fusion_options.register(
         flags=[
             Flag("multilayer_attention", 0,
                  "K >= 2: self-attention of layer l attends layers l-1..l-K, combined by AGG "
-                 "(Dou et al. 2018, Eq. 8); 0 = off", type=int, switch=True),
+                 "(Dou et al. 2018, Eq. 8); 0 = off", type=int,
+                 bounds=Range(2, integer=True, what="a number of attended layers"), switch=True),
             Flag("multilayer_attention_in", "both",
                  "which stacks' self-attention attends multiple layers", type=str, choices=list(SIDES),
                  requires=["multilayer_attention"]),

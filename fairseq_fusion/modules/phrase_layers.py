@@ -92,8 +92,6 @@ class PhraseAttentiveCombination(nn.Module):
     def __init__(self, cfg, embed_dim: int, heads: int, normalize_before: bool,
                  combiner: str = "residue", hidden_dim: int = None):
         super().__init__()
-        if combiner not in COMBINERS:
-            raise FusionError(f"--phrase-combiner: expected one of {list(COMBINERS)}, got {combiner!r}")
         self.attn = MultiheadAttention(
             embed_dim, heads, dropout=cfg.attention_dropout, encoder_decoder_attention=True
         )

@@ -23,7 +23,7 @@ beam search reorders them). See ``phrase_layers`` for the equations.
 from torch import nn
 
 from .. import fusion_options
-from ..fusion_options import EXTENDS, Claim, Flag, OptionGroup
+from ..fusion_options import EXTENDS, Claim, Flag, OptionGroup, Range
 from .phrase_layers import (
     COMBINERS,
     PHRASE_PADDING_MASK,
@@ -61,9 +61,6 @@ def validate(args):
             "phrase representations that every encoder layer builds (Eq. 6): use one of them"
         )
     segmentation = option(args, "phrase_segmentation")
-    p = option(args, "phrase_transparent_dropconnect")
-    if not 0.0 <= p < 1.0:
-        raise FusionError(f"--phrase-transparent-dropconnect: expected a probability in [0, 1), got {p}")
     fresh = (getattr(args, fusion_options.VERSION_KEY, None) or 1) >= fusion_options.OPTIONS_VERSION
     if fresh and segmentation == "parse" and option(args, "phrase_size_rounding") != DEFAULTS["phrase_size_rounding"]:
         raise FusionError(
@@ -146,7 +143,7 @@ fusion_options.register(OptionGroup(
              choices=list(ROUNDINGS), requires=ON, legacy="floor"),
         Flag("phrase_transparent_dropconnect", 0.0,
              "DropConnect on Eq. 6's weights w^j in training (the authors' code and the presets: --dropout)",
-             type=float, requires=["phrase_transparent_attention"]),
+             type=float, bounds=Range(0, 1, high_open=True, what="a probability"), requires=["phrase_transparent_attention"]),
     ],
     validate=validate,
     claims=claims,

@@ -115,10 +115,6 @@ class PhraseSegmenter:
     CTX_KEY = "phrase_segmentation"
 
     def __init__(self, mode: str, padding_idx: int, rounding: str = "ceil"):
-        if mode not in ("ngram", "parse"):
-            raise FusionError(f"--phrase-segmentation: expected 'ngram' or 'parse', got {mode!r}")
-        if rounding not in ROUNDINGS:
-            raise FusionError(f"--phrase-size-rounding: expected one of {list(ROUNDINGS)}, got {rounding!r}")
         self.mode = mode
         self.padding_idx = padding_idx
         self.rounding = rounding

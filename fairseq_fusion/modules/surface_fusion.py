@@ -55,7 +55,7 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
 from .. import fusion_options, host_sync
-from ..fusion_options import REPLACES, Claim, Flag, OptionGroup
+from ..fusion_options import REPLACES, Claim, Flag, OptionGroup, Range
 from ..errors import FusionError
 
 LOGITS_KEY = "surface_logits"
@@ -201,15 +201,9 @@ def parameter_count(query_dim, key_dim, value_dim):
 
 
 def validate(args):
-    mode = args.surface_fusion
-    if mode not in ("none", "hard", "soft"):
-        raise FusionError(f"--surface-fusion: expected none, hard or soft, got {mode!r}")
-    if mode == "none":
+    # the flags' choices and ranges: fusion_options.check_values
+    if args.surface_fusion == "none":
         return
-    if not 0.0 <= args.surface_fusion_lambda <= 1.0:
-        raise FusionError(f"--surface-fusion-lambda: expected a weight in [0, 1], got {args.surface_fusion_lambda}")
-    if args.surface_fusion_tau is not None and args.surface_fusion_tau <= 0:
-        raise FusionError(f"--surface-fusion-tau: expected a positive temperature, got {args.surface_fusion_tau}")
     if getattr(args, "adaptive_softmax_cutoff", None):
         raise FusionError("--surface-fusion projects with the full output matrix; "
                          "it does not work with --adaptive-softmax-cutoff")
@@ -255,13 +249,13 @@ fusion_options.register(
                  "'hard' (Eq. 6) or 'soft' (Eq. 7)", type=str, choices=["none", "hard", "soft"], switch=True),
             Flag("surface_fusion_lambda", 0.9,
                  "hard fusion weight lambda of log P(y|y<j,x) (paper: 0.9; 0.8 for small data)", type=float,
-                 requires=[("surface_fusion", ("hard",))]),
+                 bounds=Range(0, 1, what="a weight"), requires=[("surface_fusion", ("hard",))]),
             Flag("surface_fusion_tau", None,
                  "softmax temperature tau of P(y|x) (Eq. 5); default 1 for hard, 5 for soft", type=float,
-                 requires=["surface_fusion"]),
+                 bounds=Range(0, low_open=True, what="a temperature"), requires=["surface_fusion"]),
             Flag("surface_fusion_heads", None,
                  "heads of the surface attention (default: --decoder-attention-heads)", type=int,
-                 requires=["surface_fusion"]),
+                 bounds=Range(1, integer=True, what="a number of heads"), requires=["surface_fusion"]),
             Flag("surface_fusion_renormalize", False,
                  "renormalize hard fusion over the vocabulary (log-softmax of Eq. 6); "
                  "the paper uses Eq. 6 as is", type=bool,
