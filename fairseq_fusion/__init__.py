@@ -4,9 +4,10 @@ Loaded by fairseq through ``--user-dir fairseq_fusion``; importing it registers 
 ``fusion_transformer`` model family, our criterions and tasks, allow-lists the few
 classes fairseq checkpoints pickle, so they load under torch >= 2.6 (``weights_only``),
 turns off cuDNN's attention kernels on CUDA (``attention_backends``: a plan per batch shape),
-lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``), and fixes two fairseq
+lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``), and fixes four fairseq
 0.12 bugs that change what users measure (``fairseq_fixes``: the last batch dropped when its
-size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the CUDA extension), and filters the notices of
+size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the CUDA extension; ``--bf16``'s
+per-parameter Adam on a GPU; ``--diverse-beam-groups`` ending in ``IndexError``), and filters the notices of
 fairseq's internals a user cannot act on, one message at a time (``quiet``). Its refusals of bad input
 reach the user as one line, ``fairseq-fusion: error: ...`` (``errors``).
 """

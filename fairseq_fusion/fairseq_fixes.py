@@ -1,4 +1,5 @@
-"""Narrow patches of three fairseq 0.12 bugs that change what users measure.
+"""Narrow patches of four fairseq 0.12 bugs that change what users measure (0.12.0-0.12.3; the diverse beam search
+bug is in fairseq's main branch too).
 
 - ``data_utils.batch_by_size`` drops the last batch when its size is not a multiple of
   ``--required-batch-size-multiple`` (default 8): ``fairseq-generate`` then skips up to 7 test
@@ -15,6 +16,11 @@
   1660 with ``--fp16``, 117 against 95 ms per step on an H100 (README: Speed on the GPU). On CUDA we flatten it as
   ``--fp16`` does (``--fp16-no-flatten-grads`` still turns it off; ``--tpu`` keeps fairseq's choice): the same
   elementwise updates, on one tensor. An optimizer without flat-parameter support keeps the per-parameter copy.
+- ``DiverseBeamSearch.step`` keeps its groups' token overlap in one row per sentence of the batch (built at step 0 in
+  the batch's order) but reads and writes it at ``original_batch_idxs``, the sentences' dataset ids (``sample["id"]``,
+  narrowed as sentences finish): ``--diverse-beam-groups`` ends in ``IndexError`` at step 1 of any batch but the
+  first, for every arch (fairseq's tests pass samples without ids, which count 0..bsz-1). We pass it each sentence's
+  row in the step-0 batch instead, which is what it indexes.
 """
 import numpy as np
 
@@ -60,8 +66,22 @@ def _flat_bf16_on_cuda(build_optimizer):
     return classmethod(wrapper)
 
 
+def _overlap_rows_not_ids(step_fn):
+    def wrapper(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
+        if original_batch_idxs is not None:
+            if step == 0:
+                self.fusion_step0_ids = original_batch_idxs
+            # the row of each remaining sentence in the step-0 batch (ids are unique in a batch)
+            original_batch_idxs = (original_batch_idxs.unsqueeze(1) == self.fusion_step0_ids).int().argmax(1)
+        return step_fn(self, step, lprobs, scores, prev_output_tokens, original_batch_idxs)
+
+    wrapper.patched_by_fairseq_fusion = True
+    wrapper.fairseq_step = step_fn  # fairseq's own (tests compare with it)
+    return wrapper
+
+
 def patch_fairseq():
-    from fairseq import ngram_repeat_block
+    from fairseq import ngram_repeat_block, search
     from fairseq.optim.fp16_optimizer import FP16Optimizer
     from fairseq.data import data_utils
 
@@ -72,3 +92,5 @@ def patch_fairseq():
         block._no_repeat_ngram = _generated_tokens_only(block._no_repeat_ngram)
     if not getattr(FP16Optimizer.build_optimizer, "patched_by_fairseq_fusion", False):
         FP16Optimizer.build_optimizer = _flat_bf16_on_cuda(FP16Optimizer.__dict__["build_optimizer"])
+    if not getattr(search.DiverseBeamSearch.step, "patched_by_fairseq_fusion", False):
+        search.DiverseBeamSearch.step = _overlap_rows_not_ids(search.DiverseBeamSearch.step)

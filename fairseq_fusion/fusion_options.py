@@ -175,6 +175,19 @@ def check_claims(args):
         raise FusionError(message)
 
 
+def check_cross_self_attention(args):
+    """fairseq's ``--cross-self-attention`` puts the encoder's output before the target in the decoder
+    self-attention's keys and values; a technique that replaces or removes that attention has none of it."""
+    if not getattr(args, "cross_self_attention", False):
+        return
+    for _, claim in claims(args):
+        if claim.seam == "decoder.self_attn":
+            raise FusionError(
+                f"--cross-self-attention attends the encoder output through {SEAMS[claim.seam]}, which {claim.by} "
+                f"{claim.verb or claim.how}{f' ({claim.why})' if claim.why else ''}: use one of them"
+            )
+
+
 def add_args(parser):
     parser.add_argument("--" + VERSION_KEY.replace("_", "-"), type=int, default=OPTIONS_VERSION, help=argparse.SUPPRESS)
     for group in GROUPS:
@@ -305,6 +318,7 @@ def validate(args):
         if group.validate is not None:
             group.validate(args)
     check_claims(args)
+    check_cross_self_attention(args)
 
 
 def attach(model, args):

@@ -108,7 +108,7 @@ class FusionTransformerDecoder(TransformerDecoderBase):
 
         x, embed, prev_output_tokens = self.embed(prev_output_tokens, incremental_state)
         self_attn_padding_mask: Optional[Tensor] = None
-        if prev_output_tokens.eq(self.padding_idx).any():
+        if self.cross_self_attention or prev_output_tokens.eq(self.padding_idx).any():  # as fairseq's decoder
             self_attn_padding_mask = prev_output_tokens.eq(self.padding_idx)
 
         attn: Optional[Tensor] = None

@@ -26,7 +26,6 @@ from fairseq.modules.transformer_layer import (
     TransformerEncoderLayerBase,
 )
 from torch import Tensor, nn
-from ..errors import FusionError
 from .seams import LayerContext
 
 
@@ -123,11 +122,6 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
     """fairseq's decoder layer with plan ``("self_attn", "encoder_attn", "ffn")``."""
 
     def __init__(self, cfg, no_encoder_attn=False, layer_idx=0):
-        if getattr(cfg, "cross_self_attention", False):
-            raise FusionError(
-                "--cross-self-attention is not supported by fusion_transformer: "
-                "its decoder layers attend the encoder through --decoder-sublayer-order"
-            )
         super().__init__(cfg, no_encoder_attn)
         self.layer_idx = layer_idx
         self.extra_sublayers = None  # nn.ModuleDict when a technique adds sub-layers
@@ -138,14 +132,15 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
         residual = x
         if self.normalize_before:
             x = self.self_attn_layer_norm(x)
+        y, padding_mask, attn_mask = self.self_attn_keys(x, st)
         x, _ = self.self_attn(
             query=x,
-            key=x,
-            value=x,
-            key_padding_mask=st["self_attn_padding_mask"],
+            key=y,
+            value=y,
+            key_padding_mask=padding_mask,
             incremental_state=st["incremental_state"],
             need_weights=False,
-            attn_mask=st["self_attn_mask"],
+            attn_mask=attn_mask,
             **self.attention_kwargs(self.self_attn, st),
         )
         if self.c_attn is not None:
@@ -156,6 +151,25 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
         if self.attn_ln is not None:
             x = self.attn_ln(x)
         return self.add_norm(x, residual, self.self_attn_layer_norm)
+
+    def self_attn_keys(self, x, st):
+        """The self-attention's keys/values with their padding and future masks: ``x``, or under
+        ``--cross-self-attention`` the encoder memory before ``x`` (fairseq's layer; in incremental decoding
+        only at the first step, whose keys the attention's cache keeps)."""
+        padding_mask, attn_mask = st["self_attn_padding_mask"], st["self_attn_mask"]
+        if not self.cross_self_attention:
+            return x, padding_mask, attn_mask
+        cache = self.self_attn._get_input_buffer(st["incremental_state"])
+        if st["incremental_state"] is not None and "prev_key" in cache:
+            return x, padding_mask, attn_mask
+        memory, memory_padding = st["encoder_out"], st["encoder_padding_mask"]
+        if attn_mask is not None:
+            attn_mask = torch.cat((x.new_zeros(x.size(0), memory.size(0)), attn_mask), dim=1)
+        if padding_mask is not None:
+            if memory_padding is None:
+                memory_padding = padding_mask.new_zeros(memory.size(1), memory.size(0))
+            padding_mask = torch.cat((memory_padding, padding_mask), dim=1)
+        return torch.cat((memory, x), dim=0), padding_mask, attn_mask
 
     def encoder_attn_block(self, x, st):
         if self.encoder_attn is None or st["encoder_out"] is None:
