@@ -1,9 +1,9 @@
 """What users pass fairseq's entry points, checked before fairseq trips over it with a traceback.
 
 Each check raises ``FusionError`` (one line, ``errors.py``) naming the file or option and what was
-expected: a checkpoint that is missing, empty or truncated; a ``--model-overrides`` key that is no
-option (with the nearest names); a data folder that does not exist or lacks its dictionaries; a hub
-folder that does not exist; a sentence longer than the model's positions (how to skip it); a resume of a checkpoint
+expected: a checkpoint that is missing, empty, truncated or corrupt (``checkpoint_files.py``); a
+``--model-overrides`` key that is no option (with the nearest names); a data folder that does not exist or lacks its
+dictionaries; a sentence longer than the model's positions (how to skip it); a resume of a checkpoint
 of another model (``resume_check.py``, wrapping ``Trainer.load_checkpoint``). They wrap fairseq's own functions
 narrowly, as ``fairseq_fixes`` does, and leave every other exception (a real bug) with its traceback.
 A checkpoint loaded for another language direction than the run's (``-s``/``-t``, the hub's ``source_lang``, the
@@ -12,40 +12,10 @@ data folder's) is a warning (``errors.warn``) naming both.
 import difflib
 import functools
 import os
-import pickle
 import re
-import tarfile
-import zipfile
 
+from .checkpoint_files import check_checkpoint_file, is_local, read_checkpoint
 from .errors import LAST_SAVED, FusionError, warn
-
-
-def _is_local(path):
-    return isinstance(path, str) and "://" not in path
-
-
-def check_checkpoint_file(path):
-    """A checkpoint path that exists and is not empty (a local file)."""
-    if not _is_local(path):
-        return
-    if not os.path.exists(path):
-        raise FusionError(f"checkpoint {path}: no such file")
-    if os.path.isdir(path):
-        raise FusionError(f"checkpoint {path}: is a directory, expected a checkpoint file such as "
-                          f"{os.path.join(path, 'checkpoint_best.pt')}")
-    if os.path.getsize(path) == 0:
-        raise FusionError(f"checkpoint {path}: the file is empty (0 bytes): an interrupted copy or save")
-
-
-def _unreadable(path, error):
-    size = os.path.getsize(path) if _is_local(path) and os.path.exists(path) else "?"
-    reason = (str(error).splitlines() or [type(error).__name__])[0].split(". ")[0]
-    return FusionError(f"checkpoint {path}: cannot be read ({size} bytes; truncated, or not a fairseq checkpoint: {reason})")
-
-
-# what torch.load raises on a truncated or foreign file
-_READ_ERRORS = (EOFError, pickle.UnpicklingError, zipfile.BadZipFile, UnicodeDecodeError)
-_READ_MESSAGES = ("PytorchStreamReader", "zip archive", "central directory", "unexpected EOF", "invalid load key")
 
 
 def known_option_names():
@@ -132,20 +102,6 @@ def _override_languages(state, overrides):
         overwrite_args_by_name(state["cfg"], overrides)
 
 
-def read_checkpoint(load, path, *args, **kwargs):
-    """``load(path, ...)`` (torch.load, fairseq's load_checkpoint_to_cpu) of a checkpoint file, refusing in one line a
-    missing, empty, truncated or foreign file."""
-    check_checkpoint_file(path)
-    try:
-        return load(path, *args, **kwargs)
-    except _READ_ERRORS as e:
-        raise _unreadable(path, e) from e
-    except RuntimeError as e:
-        if any(m in str(e) for m in _READ_MESSAGES):
-            raise _unreadable(path, e) from e
-        raise
-
-
 def _checked_load(load_checkpoint_to_cpu):
     @functools.wraps(load_checkpoint_to_cpu)
     def wrapper(path, arg_overrides=None, load_on_all_ranks=False):
@@ -219,7 +175,7 @@ def check_data_folder(data, source_lang=None, target_lang=None):
     from fairseq import utils
 
     paths = utils.split_paths(data) if isinstance(data, str) else []
-    if not paths or not _is_local(paths[0]):
+    if not paths or not is_local(paths[0]):
         return
     folder = paths[0]
     expected = "a binarized data folder (fusion-prepare-text or fairseq-preprocess) with dict.SRC.txt and dict.TGT.txt"
@@ -287,44 +243,6 @@ def _named_oversize(filter_indices_by_size):
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper
-
-
-def check_hub_folder(model_name_or_path, checkpoint_file, hub_models):
-    """``from_pretrained``'s folder and checkpoint file exist (names of fairseq's model archive aside)."""
-    if not _is_local(model_name_or_path) or model_name_or_path in hub_models:
-        return
-    if not os.path.isdir(model_name_or_path):
-        raise FusionError(f"from_pretrained: {model_name_or_path}: no such folder; expected the folder that holds "
-                          f"{checkpoint_file}")
-    for name in checkpoint_file.split(os.pathsep):
-        check_checkpoint_file(os.path.join(model_name_or_path, name))
-
-
-def check_hub_data(model_name_or_path, data_name_or_path):
-    """``from_pretrained``'s data folder, where fairseq looks for it: beside the model if it starts with ".", else as
-    given (fairseq would go on with ``None`` for a missing path, or read a plain file as an archive)."""
-    if not _is_local(data_name_or_path) or not _is_local(model_name_or_path):
-        return
-    folder = (os.path.join(model_name_or_path, data_name_or_path) if data_name_or_path.startswith(".")
-              else data_name_or_path)
-    expected = "the binarized data folder of the model (dict.SRC.txt, dict.TGT.txt) or an archive of it"
-    if os.path.isfile(folder) and not (tarfile.is_tarfile(folder) or zipfile.is_zipfile(folder)):
-        raise FusionError(f"from_pretrained: data_name_or_path {folder}: is a file; expected {expected}")
-    if not os.path.exists(folder):
-        raise FusionError(f"from_pretrained: data_name_or_path {folder}: no such folder; expected {expected}")
-
-
-def check_registry_choices(options):
-    """``bpe=`` / ``tokenizer=`` (hub keyword arguments) name a registered one, else one line with the choices."""
-    from fairseq.registry import REGISTRIES
-
-    for kind in ("bpe", "tokenizer"):
-        value = options.get(kind)
-        if value is not None and value not in REGISTRIES[kind]["registry"]:
-            near = difflib.get_close_matches(str(value), sorted(REGISTRIES[kind]["registry"]), n=1)
-            hint = f" (did you mean {near[0]}?)" if near else ""
-            raise FusionError(f"{kind}={value!r}: no such {kind}{hint}; expected one of "
-                              f"{', '.join(sorted(REGISTRIES[kind]['registry']))}")
 
 
 def patch_fairseq():

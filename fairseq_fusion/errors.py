@@ -70,7 +70,7 @@ def show_tracebacks():
     return os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
 
 
-# what a training run has saved last (set by the checkpoint hook in ``checkpoint_files``)
+# what a training run has saved last (set by the checkpoint hook in ``entry_checks``)
 LAST_SAVED = {}
 
 

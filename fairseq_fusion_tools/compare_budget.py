@@ -13,6 +13,7 @@ import json
 import os
 
 from . import atomic_files
+from .compare import LOG_LINE, portable_command, record_command, run_logged, tail, train_command
 
 PATIENCE = 10
 VALIDATIONS = 50  # over CAP, when --save-interval-updates is not given
@@ -30,8 +31,6 @@ def curve_args(args, cap):
 
 
 def curve_command(args, system, cap):
-    from .compare import train_command
-
     seed = args.seeds[0]
     run_dir = os.path.join(curve_dir(args), system["name"], f"seed{seed}")
     bleu_args = json.dumps({"beam": args.beam, "lenpen": args.lenpen, "max_len_a": 1.5, "max_len_b": 10})
@@ -43,8 +42,6 @@ def curve_command(args, system, cap):
 
 def valid_curve(log_path):
     """[(update, validation BLEU)] of a fairseq-train log (json format), by update, one point per update."""
-    from .compare import LOG_LINE
-
     points = {}
     with open(log_path, encoding="utf-8") as f:
         for line in f:
@@ -65,7 +62,6 @@ def plateau(curve, tolerance):
 def find_budget(args, system, cap):
     """The budget in updates (trains the curve run unless budget.json has it); the record written beside it."""
     from .cli._tools import console_script
-    from .compare import portable_command, record_command, run_logged, tail
 
     out = os.path.join(curve_dir(args), "budget.json")
     run_dir, cmd = curve_command(args, system, cap)

@@ -11,6 +11,8 @@ import os
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+from .compare import evaluate, run_one, stop_running
+
 
 def selections(args, systems, compared):
     """Every checkpoint selection each system's runs are translated with."""
@@ -32,8 +34,6 @@ def depends_on(args, system):
 
 
 def train_and_translate_all(args, systems, compared, jobs):
-    from .compare import evaluate, run_one, stop_running
-
     need = selections(args, systems, compared)
     pending = [(seed, s) for seed in args.seeds for s in systems]
     done, lock, total = set(), threading.Lock(), len(pending)

@@ -1,5 +1,6 @@
 """Bad input at fairseq's entry points ends in one line, ``fairseq-fusion: error: ...``, naming the flag or
-file and what was expected, with a non-zero exit and no traceback (errors.py, entry_checks.py)."""
+file and what was expected, with a non-zero exit and no traceback (errors.py, entry_checks.py; every cut and corruption
+of a checkpoint: test_checkpoint_files.py)."""
 import os
 import shutil
 import signal

@@ -71,7 +71,8 @@ class FusionTransformerDecoder(TransformerDecoderBase):
         return self.layer_combiner.stack_output(states, ctx)
 
     def embed(self, prev_output_tokens, incremental_state):
-        """fairseq's decoder input: returns (layer-0 input T x B x C, scaled token embeddings T x B x C)."""
+        """fairseq's decoder input: returns (layer-0 input T x B x C, scaled token embeddings T x B x C, the tokens
+        embedded B x T: ``prev_output_tokens``, only its last step in incremental decoding, for the padding mask)."""
         positions = None
         if self.embed_positions is not None:
             positions = self.embed_positions(prev_output_tokens, incremental_state=incremental_state)

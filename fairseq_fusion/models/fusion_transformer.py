@@ -15,7 +15,7 @@ from fairseq.models.transformer import TransformerConfig, TransformerModel
 
 from .. import fusion_options, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
 from ..checkpoint_safety import check_vocabulary_sizes
-from ..entry_checks import check_hub_data, check_hub_folder, check_registry_choices
+from ..hub_checks import check_hub_data, check_hub_folder, check_registry_choices
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
 

@@ -14,7 +14,7 @@ import re
 import torch
 
 from .. import atomic_files
-from fairseq_fusion import checkpoint_safety, entry_checks
+from fairseq_fusion import checkpoint_files, checkpoint_safety
 from ._tools import description_of
 from fairseq_fusion.errors import FusionError, fail
 
@@ -38,7 +38,7 @@ def average_checkpoints(paths):
     checkpoint_safety.allow_fairseq_checkpoint_globals()
     sums, dtypes, keys, new_state = collections.OrderedDict(), {}, None, None
     for path in paths:
-        state = entry_checks.read_checkpoint(torch.load, path, map_location="cpu")
+        state = checkpoint_files.read_checkpoint(torch.load, path, map_location="cpu")
         params = state["model"]
         if keys is None:
             keys = list(params.keys())

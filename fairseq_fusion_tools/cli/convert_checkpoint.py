@@ -16,7 +16,7 @@ import copy
 import torch
 
 from .. import atomic_files
-from fairseq_fusion import checkpoint_safety, entry_checks
+from fairseq_fusion import checkpoint_files, checkpoint_safety
 from ._tools import description_of
 from fairseq_fusion.errors import FusionError
 
@@ -83,7 +83,7 @@ def get_parser():
 def main(args):
     checkpoint_safety.allow_fairseq_checkpoint_globals()
     torch.manual_seed(args.seed)
-    state = entry_checks.read_checkpoint(torch.load, args.input, map_location="cpu")
+    state = checkpoint_files.read_checkpoint(torch.load, args.input, map_location="cpu")
     overrides = ast.literal_eval(args.model_overrides)
     if args.data:
         overrides["data"] = args.data
