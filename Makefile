@@ -20,9 +20,8 @@ $(STAMP): Makefile pyproject.toml scripts/install_fairseq.sh scripts/pip_check.s
 	test -x $(PY) || $(PYTHON) -m venv $(if $(SYSTEM_SITE_PACKAGES),--system-site-packages) $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(PIPQ) "torch==$(TORCH_VERSION)"
 	PY=$(PY) PIPQ="$(PIPQ)" bash scripts/install_fairseq.sh
-	# the package with its declared dependencies (pyproject.toml; torch and fairseq are installed above). Without pip's
-	# conflict report, whose ERROR about fairseq's torchaudio (left out on purpose) would read as a failure:
-	# scripts/pip_check.sh then runs pip check and prints any other broken requirement
+	# the package with its declared dependencies (pyproject.toml; torch and fairseq are installed above), without pip's
+	# conflict report (it flags fairseq's torchaudio, left out on purpose); scripts/pip_check.sh prints any other one
 	$(PIP) install $(PIPQ) --no-warn-conflicts -e ".[zh,rouge,test]"
 	PY=$(PY) bash scripts/pip_check.sh
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
