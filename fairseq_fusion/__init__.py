@@ -9,12 +9,13 @@ lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``), and fixes f
 size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the CUDA extension; ``--bf16``'s
 per-parameter Adam on a GPU; ``--diverse-beam-groups`` ending in ``IndexError``), and filters the notices of
 fairseq's internals a user cannot act on, one message at a time (``quiet``). Its refusals of bad input
-reach the user as one line, ``fairseq-fusion: error: ...`` (``errors``).
+reach the user as one line, ``fairseq-fusion: error: ...`` (``errors``). Every change it makes to fairseq, torch
+and Python at import is listed, with its reason, fairseq versions and test, in ``global_changes``.
 """
-from . import errors, quiet, stack
+from . import global_changes, stack
 
-errors.install()  # the plugin's refusals as one line (errors.py)
-quiet.install()  # before fairseq is imported: its import-time notices (see quiet.py)
+# every change to fairseq, torch and Python, with its reason and test, is listed in global_changes.py
+global_changes.apply("python")  # the one-line refusals and warnings; fairseq's notices filtered before it is imported
 
 # without torch or fairseq only the torch-free modules import (stack.py): the tools' scorers run, the rest stops
 # with one line (fairseq_fusion_tools/cli/__init__.py)
@@ -23,21 +24,11 @@ if not stack.missing():
 
     torch_version.check_torch()  # torch >= the oldest tested, or one line saying so
 
-    from . import (attention_backends, checkpoint_safety, command_paths, distributed_cpu, entry_checks, fairseq_fixes,
-                   input_checks)
-
-    attention_backends.configure()  # no cuDNN attention on CUDA: it plans per batch shape (FUSION_CUDNN_ATTENTION=1 keeps it)
-    checkpoint_safety.allow_fairseq_checkpoint_globals()
-    distributed_cpu.patch_fairseq_ddp()
-    fairseq_fixes.patch_fairseq()
-    entry_checks.patch_fairseq()  # missing/truncated checkpoints, unknown --model-overrides keys, missing data folders
-    command_paths.patch_fairseq()  # --save-dir, --results-path, --input, a missing split: one line naming the flag
-    input_checks.patch_fairseq()  # empty, non-UTF-8 or unknown-word input: warnings; an empty line's output empty
+    global_changes.apply("fairseq")  # fixes of fairseq bugs, entry checks, input warnings, CPU DDP, cuDNN attention
 
     from . import criterions, models, modules, tasks  # noqa: F401
     from .encoders import prepared  # noqa: F401  (--bpe prepared)
-    from . import arch_help
 
-    arch_help.install()  # fairseq-train --arch ARCH --help lists the technique flags under their titles
+    global_changes.apply("registered")  # fairseq-train --arch ARCH --help lists the technique flags
 
 __version__ = "0.1.0"

@@ -39,12 +39,16 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def install():
+    """The import hook (``sys.meta_path``) that runs the patches registered by ``when_imported``."""
+    if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+
+
 def when_imported(name):
-    """Decorator: ``patch(module)`` runs on module ``name`` now if it is imported, else when it is."""
+    """Decorator: ``patch(module)`` runs on module ``name`` now if it is imported, else when it is (``install``)."""
     def register(patch):
         PATCHES.setdefault(name, []).append(patch)
-        if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
-            sys.meta_path.insert(0, _PatchOnImport())
         if name in sys.modules:
             patch(sys.modules[name])
         return patch

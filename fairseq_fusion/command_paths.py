@@ -15,7 +15,6 @@ import errno
 import functools
 import os
 
-from .cli_hooks import when_imported
 from .errors import FusionError
 
 
@@ -133,23 +132,9 @@ def _checked_main(module, check):
     module.main = checked_main
 
 
-@when_imported("fairseq_cli.generate")
-def _patch_generate(module):
+def patch_generate(module):
     _checked_main(module, lambda cfg: check_output_folder(cfg.common_eval.results_path, "--results-path"))
 
 
-@when_imported("fairseq_cli.interactive")
-def _patch_interactive(module):
+def patch_interactive(module):
     _checked_main(module, lambda cfg: check_input_file(cfg.interactive.input, "--input"))
-
-
-def patch_fairseq():
-    from fairseq import checkpoint_utils
-    from fairseq.tasks.translation import TranslationTask
-
-    if not getattr(checkpoint_utils.verify_checkpoint_directory, "patched_by_fairseq_fusion", False):
-        checkpoint_utils.verify_checkpoint_directory = _checked_save_dir(checkpoint_utils.verify_checkpoint_directory)
-    if not getattr(checkpoint_utils.load_checkpoint, "patched_by_fairseq_fusion", False):
-        checkpoint_utils.load_checkpoint = _checked_restore(checkpoint_utils.load_checkpoint)
-    if not getattr(TranslationTask.load_dataset, "patched_by_fairseq_fusion", False):
-        TranslationTask.load_dataset = _named_split(TranslationTask.load_dataset)

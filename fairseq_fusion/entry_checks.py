@@ -243,25 +243,3 @@ def _named_oversize(filter_indices_by_size):
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper
-
-
-def patch_fairseq():
-    from fairseq import checkpoint_utils
-    from fairseq.tasks import FairseqTask
-    from fairseq.tasks.translation import TranslationTask
-    from fairseq.trainer import Trainer
-
-    from .resume_check import checked_load_checkpoint
-
-    if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "patched_by_fairseq_fusion", False):
-        checkpoint_utils.load_checkpoint_to_cpu = _checked_load(checkpoint_utils.load_checkpoint_to_cpu)
-    if not getattr(checkpoint_utils.load_model_ensemble_and_task, "patched_by_fairseq_fusion", False):
-        checkpoint_utils.load_model_ensemble_and_task = _checked_ensemble(checkpoint_utils.load_model_ensemble_and_task)
-    if not getattr(checkpoint_utils.save_checkpoint, "patched_by_fairseq_fusion", False):
-        checkpoint_utils.save_checkpoint = _recorded_save(checkpoint_utils.save_checkpoint)
-    if not getattr(Trainer.load_checkpoint, "patched_by_fairseq_fusion", False):
-        Trainer.load_checkpoint = checked_load_checkpoint(Trainer.load_checkpoint)
-    if not getattr(TranslationTask.setup_task.__func__, "patched_by_fairseq_fusion", False):
-        TranslationTask.setup_task = _checked_setup_task(TranslationTask.setup_task.__func__)
-    if not getattr(FairseqTask.filter_indices_by_size, "patched_by_fairseq_fusion", False):
-        FairseqTask.filter_indices_by_size = _named_oversize(FairseqTask.filter_indices_by_size)

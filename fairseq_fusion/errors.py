@@ -132,9 +132,14 @@ def _showwarning(message, category, filename, lineno, file=None, line=None):
 
 
 def install():
+    install_excepthook()
+    install_warnings()
+
+
+def install_excepthook():
+    """Refusals (``FusionError``) as one line, Ctrl-C as one line (``global_changes.py``)."""
     if sys.excepthook is not _excepthook:
         sys.excepthook = _excepthook
-    install_warnings()
 
 
 def install_warnings():

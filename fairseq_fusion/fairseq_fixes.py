@@ -78,19 +78,3 @@ def _overlap_rows_not_ids(step_fn):
     wrapper.patched_by_fairseq_fusion = True
     wrapper.fairseq_step = step_fn  # fairseq's own (tests compare with it)
     return wrapper
-
-
-def patch_fairseq():
-    from fairseq import ngram_repeat_block, search
-    from fairseq.optim.fp16_optimizer import FP16Optimizer
-    from fairseq.data import data_utils
-
-    if not getattr(data_utils.batch_by_size, "patched_by_fairseq_fusion", False):
-        data_utils.batch_by_size = _keep_last_batch(data_utils.batch_by_size)
-    block = ngram_repeat_block.NGramRepeatBlock
-    if not getattr(block._no_repeat_ngram, "patched_by_fairseq_fusion", False):
-        block._no_repeat_ngram = _generated_tokens_only(block._no_repeat_ngram)
-    if not getattr(FP16Optimizer.build_optimizer, "patched_by_fairseq_fusion", False):
-        FP16Optimizer.build_optimizer = _flat_bf16_on_cuda(FP16Optimizer.__dict__["build_optimizer"])
-    if not getattr(search.DiverseBeamSearch.step, "patched_by_fairseq_fusion", False):
-        search.DiverseBeamSearch.step = _overlap_rows_not_ids(search.DiverseBeamSearch.step)

@@ -19,7 +19,6 @@ import functools
 import os
 import sys
 
-from .cli_hooks import when_imported
 from .errors import warn
 
 _ACTIVE = []  # the report of the run in progress (one at a time; a nested call adds to it)
@@ -222,8 +221,7 @@ def _config(cfg):
     return cfg
 
 
-@when_imported("fairseq_cli.interactive")
-def _patch_interactive(module):
+def patch_interactive(module):
     if getattr(module.main, "patched_by_fairseq_fusion", False):
         return
     main = module.main
@@ -241,8 +239,7 @@ def _patch_interactive(module):
     module.buffered_read = read_lines
 
 
-@when_imported("fairseq_cli.generate")
-def _patch_generate(module):
+def patch_generate(module):
     if getattr(module.main, "patched_by_fairseq_fusion", False):
         return
     main = module.main
@@ -286,15 +283,3 @@ def _hub_generate(generate):
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper
-
-
-def patch_fairseq():
-    from fairseq.hub_utils import GeneratorHubInterface
-    from fairseq.tasks import FairseqTask
-
-    for cls, name, wrap in ((FairseqTask, "inference_step", _empty_source_empty_translation),
-                            (FairseqTask, "get_batch_iterator", _inspected_batches),
-                            (GeneratorHubInterface, "sample", _hub_sample),
-                            (GeneratorHubInterface, "generate", _hub_generate)):
-        if not getattr(getattr(cls, name), "patched_by_fairseq_fusion", False):
-            setattr(cls, name, wrap(getattr(cls, name)))

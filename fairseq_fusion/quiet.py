@@ -42,8 +42,16 @@ class DropMessage(logging.Filter):
 
 
 def install():
+    filter_warnings()
+    filter_log_messages()
+
+
+def filter_warnings():
     for category, message, module in WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category, module=module)
+
+
+def filter_log_messages():
     for name, text in LOG_MESSAGES:
         logger = logging.getLogger(name)
         if not any(isinstance(f, DropMessage) and f.text == text for f in logger.filters):
