@@ -1,0 +1,96 @@
+"""Run as ``python tests/import_changes_probe.py plugin|tools`` (a fresh interpreter): what importing the plugin
+(``fairseq_fusion``) or the tools' command package (``fairseq_fusion_tools.cli``) changes, found without its list.
+
+Snapshots, before and after that import, every attribute of the fairseq, fairseq_cli and argparse modules imported
+(and of their classes), a few of torch's global settings, Python's hooks and the loggers' filters; prints JSON:
+``changed``, the names of what differs, and ``listed``, each listed change's name in the same spelling.
+"""
+import argparse  # noqa: F401  (walked: the tools patch its parser)
+import importlib
+import inspect
+import json
+import logging
+import sys
+import warnings
+
+import torch
+
+FAIRSEQ = ["fairseq", "fairseq.checkpoint_utils", "fairseq.options", "fairseq.tasks", "fairseq.tasks.translation",
+           "fairseq.trainer", "fairseq.search", "fairseq.sequence_generator", "fairseq.data", "fairseq.data.data_utils",
+           "fairseq.ngram_repeat_block", "fairseq.optim.fp16_optimizer", "fairseq.hub_utils", "fairseq.models",
+           "fairseq.models.transformer", "fairseq.models.distributed_fairseq_model", "fairseq_cli.train",
+           "fairseq_cli.generate", "fairseq_cli.interactive", "torch.serialization"]
+WALKED = ("fairseq", "fairseq_cli", "argparse", "torch.serialization")  # module name prefixes whose attributes count
+
+
+def walked_modules():
+    return {name: module for name, module in list(sys.modules.items())
+            if module is not None and name.startswith(WALKED) and not name.startswith("fairseq_fusion")}
+
+
+def spelling(owner, name):
+    """One spelling per object: a module's own name, a class by the module that defines it."""
+    if inspect.ismodule(owner):
+        return f"{owner.__name__}.{name}"
+    return f"{owner.__module__}.{owner.__qualname__}.{name}"
+
+
+def attributes():
+    seen = {}
+    for module in walked_modules().values():
+        for name, value in list(vars(module).items()):
+            if not inspect.ismodule(value):  # a submodule imported later is no change
+                seen[spelling(module, name)] = value
+            if inspect.isclass(value) and value.__module__.startswith(WALKED):
+                for attr, member in list(vars(value).items()):
+                    seen[spelling(value, attr)] = member
+    return seen
+
+
+def settings():
+    cuda = torch.backends.cuda
+    seen = {"sys.excepthook": sys.excepthook, "warnings.showwarning": warnings.showwarning,
+            "warnings.filters": list(warnings.filters), "sys.meta_path": list(sys.meta_path),
+            "torch.serialization.get_safe_globals": list(torch.serialization.get_safe_globals()),
+            "torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark,
+            "torch.backends.cudnn.deterministic": torch.backends.cudnn.deterministic,
+            "torch.backends.cuda.matmul.allow_tf32": cuda.matmul.allow_tf32,
+            "torch.get_default_dtype": torch.get_default_dtype()}
+    for flag in ("cudnn_sdp_enabled", "flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled"):
+        seen[f"torch.backends.cuda.{flag}"] = getattr(cuda, flag)()
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger):
+            seen[f"logging.getLogger({name!r}).filters"] = list(logger.filters)
+    return seen
+
+
+def differ(before, after):
+    if isinstance(before, list):
+        return len(before) != len(after) or any(a is not b and a != b for a, b in zip(before, after))
+    return before is not after and before != after
+
+
+def main(what):
+    for name in FAIRSEQ:
+        importlib.import_module(name)
+    before = {**attributes(), **settings()}
+    importlib.import_module({"plugin": "fairseq_fusion", "tools": "fairseq_fusion_tools.cli"}[what])
+    after = {**attributes(), **settings()}
+    changed = sorted(name for name, value in after.items()
+                     if (name in before and differ(before[name], value))
+                     or (name not in before and name.startswith("logging.") and value))  # a new logger's filter
+
+    from fairseq_fusion import global_changes
+
+    listed = {}
+    for change in global_changes.CHANGES if what == "plugin" else global_changes.TOOLS:
+        for target in (change.target,) + change.also:
+            if target in before:
+                listed[target] = target
+            else:
+                listed[target] = spelling(*global_changes.owner_and_name(target))
+    print(json.dumps({"changed": changed, "listed": listed}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
