@@ -8,7 +8,7 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
   positions of the current steps, T x B x C), ``states`` (embedding layer + lower layers' outputs),
   ``encoder_out`` (the encoder's dict), ``incremental_state``, ``self_attn_padding_mask``, ``extra``;
 - ``combine_layers`` / ``stack_output`` (seam b) as in the encoder (``self.layer_combiner``);
-- ``extra_output_modules``: callables ``(features, extra, ctx)`` run on the final features
+- ``extra_output_hooks``: callables ``(features, extra, ctx)`` run on the final features
   (B x T x C, after the final LayerNorm) that add keys to ``extra`` (e.g. what an
   ``output_fusion`` reads); in incremental decoding the features are the last step only;
 - ``output_fusion`` (seam e): a module with ``get_normalized_probs(net_output, log_probs)``
@@ -16,7 +16,7 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
   ``extra`` must be last-step only in incremental decoding (fairseq's ensemble slices
   only ``decoder_out[0]``).
 """
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase
@@ -37,8 +37,9 @@ class FusionTransformerDecoder(TransformerDecoderBase):
         self.output_fusion = None
         self.encoder_reader = None
         self.layer_combiner = None
-        # callables (features B x T x C, extra, ctx) -> None that add keys to ``extra``
-        self.extra_output_modules = []
+        # callables ``(features B x T x C, extra, ctx) -> None``, each adding its keys to ``extra`` in place
+        # (bound methods or partials of a technique, owned elsewhere: a plain list, so no state-dict keys)
+        self.extra_output_hooks: List[Callable[[Tensor, Dict[str, Any], LayerContext], None]] = []
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         layer = FusionDecoderLayer(cfg, no_encoder_attn, layer_idx=self._layers_built)
@@ -156,6 +157,6 @@ class FusionTransformerDecoder(TransformerDecoderBase):
 
         extra = {"attn": [attn], "inner_states": states}
         extra.update(ctx.extra)
-        for add in self.extra_output_modules:
+        for add in self.extra_output_hooks:
             add(x, extra, ctx)
         return x, extra

@@ -13,9 +13,9 @@ Differences from ``TransformerEncoderBase`` (none changes the numbers with optio
   a technique whose decoder reads them; then also in ``forward_torchscript``, i.e. generation:
   exporting them otherwise would cost a reorder per tensor and beam step), and any extra key a
   technique registers in ``self.extra_out_batch_dims``; ``reorder_encoder_out`` reorders every
-  key it carries. Encoder-side hooks (``extra_output_modules``) always see all states in ``ctx``.
+  key it carries. Encoder-side hooks (``extra_output_hooks``) always see all states in ``ctx``.
 """
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 from fairseq.distributed import fsdp_wrap
@@ -77,7 +77,9 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         # set by a technique whose decoder reads encoder_states: then they are exported (and
         # reordered by beam search) in generation too; otherwise only with return_all_hiddens
         self.states_for_decoder = False
-        self.extra_output_modules = []  # callables (out, ctx) -> None that add keys to the output
+        # callables ``(out, ctx) -> None``, each adding its keys to the output dict ``out`` in place (bound
+        # methods or modules of a technique, owned elsewhere: a plain list, so no state-dict keys of its own)
+        self.extra_output_hooks: List[Callable[[Dict[str, List[Tensor]], LayerContext], None]] = []
 
     def build_encoder_layer(self, cfg):
         layer = FusionEncoderLayer(cfg, layer_idx=self._layers_built)
@@ -159,7 +161,7 @@ class FusionTransformerEncoder(TransformerEncoderBase):
 
     def add_extra_outputs(self, out: Dict[str, List[Tensor]], ctx: LayerContext):
         """Techniques export more tensors here; each key needs an entry in extra_out_batch_dims."""
-        for add in self.extra_output_modules:
+        for add in self.extra_output_hooks:
             add(out, ctx)
 
     @torch.jit.export
