@@ -7,8 +7,9 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
 - every layer receives ``ctx``, a ``seams.LayerContext``: ``embed`` (scaled target embeddings without
   positions of the current steps, T x B x C), ``states`` (embedding layer + lower layers' outputs),
   ``encoder_out`` (the encoder's dict), ``incremental_state``, ``self_attn_padding_mask``, ``extra``;
-- ``combine_layers`` / ``stack_output`` (seam b) as in the encoder (``self.layer_combiner``);
-- ``extra_output_modules``: callables ``(features, extra, ctx)`` run on the final features
+- ``combine_layers`` / ``stack_output`` (seam b) as in the encoder (``self.layer_combiner``), both from
+  ``layer_stack.LayerStackMixin``;
+- ``extra_output_hooks``: callables ``(features, extra, ctx)`` run on the final features
   (B x T x C, after the final LayerNorm) that add keys to ``extra`` (e.g. what an
   ``output_fusion`` reads); in incremental decoding the features are the last step only;
 - ``output_fusion`` (seam e): a module with ``get_normalized_probs(net_output, log_probs)``
@@ -16,18 +17,17 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
   ``extra`` must be last-step only in incremental decoding (fairseq's ensemble slices
   only ``decoder_out[0]``).
 """
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
-from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase
 from torch import Tensor
 
-from .layer_checkpoint import checkpoint_layer
 from .fusion_layers import FusionDecoderLayer, enumerate_layers
+from .layer_stack import LayerStackMixin
 from .seams import LayerContext
 
 
-class FusionTransformerDecoder(TransformerDecoderBase):
+class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
         self._layers_built = 0
         super().__init__(
@@ -37,16 +37,12 @@ class FusionTransformerDecoder(TransformerDecoderBase):
         self.output_fusion = None
         self.encoder_reader = None
         self.layer_combiner = None
-        # callables (features B x T x C, extra, ctx) -> None that add keys to ``extra``
-        self.extra_output_modules = []
+        # callables ``(features B x T x C, extra, ctx) -> None``, each adding its keys to ``extra`` in place
+        # (bound methods or partials of a technique, owned elsewhere: a plain list, so no state-dict keys)
+        self.extra_output_hooks: List[Callable[[Tensor, Dict[str, Any], LayerContext], None]] = []
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
-        layer = FusionDecoderLayer(cfg, no_encoder_attn, layer_idx=self._layers_built)
-        self._layers_built += 1
-        if cfg.checkpoint_activations:
-            layer = checkpoint_layer(layer, offload_to_cpu=cfg.offload_activations)
-        min_params_to_wrap = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
-        return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
+        return self.build_fusion_layer(FusionDecoderLayer, cfg, no_encoder_attn)
 
     # seam (c): what decoder layer idx reads of the encoder
     def encoder_memory(self, idx: int, encoder_out, incremental_state):
@@ -58,17 +54,6 @@ class FusionTransformerDecoder(TransformerDecoderBase):
         if encoder_out is not None and len(encoder_out["encoder_padding_mask"]) > 0:
             padding_mask = encoder_out["encoder_padding_mask"][0]
         return enc, padding_mask
-
-    # seam (b): layer combination; identity with options off
-    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: LayerContext) -> Tensor:
-        if self.layer_combiner is None:
-            return x
-        return self.layer_combiner.combine_layers(idx, x, states, ctx)
-
-    def stack_output(self, states: List[Tensor], ctx: LayerContext) -> Tensor:
-        if self.layer_combiner is None:
-            return states[-1]
-        return self.layer_combiner.stack_output(states, ctx)
 
     def embed(self, prev_output_tokens, incremental_state):
         """fairseq's decoder input: returns (layer-0 input T x B x C, scaled token embeddings T x B x C, the tokens
@@ -156,6 +141,6 @@ class FusionTransformerDecoder(TransformerDecoderBase):
 
         extra = {"attn": [attn], "inner_states": states}
         extra.update(ctx.extra)
-        for add in self.extra_output_modules:
+        for add in self.extra_output_hooks:
             add(x, extra, ctx)
         return x, extra

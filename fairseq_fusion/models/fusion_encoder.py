@@ -7,24 +7,24 @@ Differences from ``TransformerEncoderBase`` (none changes the numbers with optio
 - ``combine_layers(idx, x, states, ctx)`` (seam b) turns layer ``idx``'s output
   into what the next layer reads; ``stack_output(states, ctx)`` gives the stack's
   output (default: the top). Both defer to ``self.layer_combiner`` when a technique sets it
-  (a module with methods of the same names and arguments);
+  (a module with methods of the same names and arguments); both, and how a layer is built,
+  come from ``layer_stack.LayerStackMixin``, shared with the decoder;
 - the output dict has ``encoder_states`` (embedding layer + every layer, T x B x C) whenever
   ``return_all_hiddens`` (training: the model's forward) or ``self.states_for_decoder`` (set by
   a technique whose decoder reads them; then also in ``forward_torchscript``, i.e. generation:
   exporting them otherwise would cost a reorder per tensor and beam step), and any extra key a
   technique registers in ``self.extra_out_batch_dims``; ``reorder_encoder_out`` reorders every
-  key it carries. Encoder-side hooks (``extra_output_modules``) always see all states in ``ctx``.
+  key it carries. Encoder-side hooks (``extra_output_hooks``) always see all states in ``ctx``.
 """
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
-from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerEncoderBase
 from torch import Tensor
 
 from .. import host_sync
-from .layer_checkpoint import checkpoint_layer
 from .fusion_layers import FusionEncoderLayer, enumerate_layers
+from .layer_stack import LayerStackMixin
 from .seams import LayerContext
 
 # batch dimension of each entry of the encoder output (all entries are lists of tensors)
@@ -68,7 +68,7 @@ def reorder_tensor_lists(out: Dict[str, List[Tensor]], batch_dims: Dict[str, int
     }
 
 
-class FusionTransformerEncoder(TransformerEncoderBase):
+class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
     def __init__(self, cfg, dictionary, embed_tokens):
         self._layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens)
@@ -77,26 +77,12 @@ class FusionTransformerEncoder(TransformerEncoderBase):
         # set by a technique whose decoder reads encoder_states: then they are exported (and
         # reordered by beam search) in generation too; otherwise only with return_all_hiddens
         self.states_for_decoder = False
-        self.extra_output_modules = []  # callables (out, ctx) -> None that add keys to the output
+        # callables ``(out, ctx) -> None``, each adding its keys to the output dict ``out`` in place (bound
+        # methods or modules of a technique, owned elsewhere: a plain list, so no state-dict keys of its own)
+        self.extra_output_hooks: List[Callable[[Dict[str, List[Tensor]], LayerContext], None]] = []
 
     def build_encoder_layer(self, cfg):
-        layer = FusionEncoderLayer(cfg, layer_idx=self._layers_built)
-        self._layers_built += 1
-        if cfg.checkpoint_activations:
-            layer = checkpoint_layer(layer, offload_to_cpu=cfg.offload_activations)
-        min_params_to_wrap = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
-        return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
-
-    # seam (b): layer combination; identity with options off
-    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: LayerContext) -> Tensor:
-        if self.layer_combiner is None:
-            return x
-        return self.layer_combiner.combine_layers(idx, x, states, ctx)
-
-    def stack_output(self, states: List[Tensor], ctx: LayerContext) -> Tensor:
-        if self.layer_combiner is None:
-            return states[-1]
-        return self.layer_combiner.stack_output(states, ctx)
+        return self.build_fusion_layer(FusionEncoderLayer, cfg)
 
     def forward(
         self,
@@ -159,7 +145,7 @@ class FusionTransformerEncoder(TransformerEncoderBase):
 
     def add_extra_outputs(self, out: Dict[str, List[Tensor]], ctx: LayerContext):
         """Techniques export more tensors here; each key needs an entry in extra_out_batch_dims."""
-        for add in self.extra_output_modules:
+        for add in self.extra_output_hooks:
             add(out, ctx)
 
     @torch.jit.export

@@ -2,15 +2,16 @@
 
 Each layer is fairseq's ``TransformerEncoderLayerBase`` / ``TransformerDecoderLayerBase``
 (same parameters, same names) whose ``forward`` runs an ordered list of sub-layer blocks,
-``self.plan``. A block is a method ``<name>_block(x, st)``: ``x`` is T x B x C and ``st`` a
+``self.plan``. A block is a method ``<name>_block(x, st)``, listed under its plan name in the layer's
+table ``self.blocks`` (built in ``__init__``): ``x`` is T x B x C and ``st`` a
 dict shared by the blocks of one layer call (masks, incremental state, the layer context
 ``ctx`` (a ``seams.LayerContext``) from the encoder/decoder, attention weights to return, and
 ``layer``, the layer itself).
 
 Extension points used by the technique modules (installed at build time, never by
 editing this file):
-- ``plan`` (seam d): order and presence of sub-layers. A name runs the method
-  ``<name>_block`` or, if there is none, the module ``self.extra_sublayers[name]`` called as
+- ``plan`` (seam d): order and presence of sub-layers. A name runs ``self.blocks[name]`` (the
+  method ``<name>_block``) or, if there is none, the module ``self.extra_sublayers[name]`` called as
   ``module(x, st)`` (``st["layer"]`` is this layer);
 - the attention modules ``self_attn`` / ``encoder_attn`` (seam a): a technique replaces one with a
   subclass of fairseq's ``MultiheadAttention``; one that sets ``wants_layer_state = True`` is also
@@ -18,7 +19,7 @@ editing this file):
 - ``ctx`` (``seams.LayerContext``): the stack's embeddings and the outputs of all lower layers.
 With nothing changed, ``forward`` computes exactly what fairseq's layer computes.
 """
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 from fairseq.modules.transformer_layer import (
@@ -39,22 +40,27 @@ def enumerate_layers(layers):
 
 
 class SubLayerPlanMixin:
-    """Runs ``self.plan``; validates block names once, at build time."""
+    """Runs ``self.plan``; validates block names once, at build time.
+
+    ``self.blocks`` (set by each layer class before its first ``set_plan``): plan name -> the layer's
+    method ``(x, st) -> x`` that runs it; names not in it run ``self.extra_sublayers[name]``."""
+
+    blocks: Dict[str, Callable[[Tensor, dict], Tensor]]
 
     def set_plan(self, plan):
         extra = getattr(self, "extra_sublayers", None) or {}
-        missing = [name for name in plan if not hasattr(self, name + "_block") and name not in extra]
+        missing = [name for name in plan if name not in self.blocks and name not in extra]
         if missing:
             raise ValueError(
                 f"{type(self).__name__}: unknown sub-layer(s) {missing}; "
-                f"expected names of *_block methods, got plan {list(plan)}"
+                f"expected {sorted(self.blocks)} or an extra sub-layer, got plan {list(plan)}"
             )
         self.plan = tuple(plan)
 
     def run_plan(self, x, st):
         st["layer"] = self
         for name in self.plan:
-            block = getattr(self, name + "_block", None)
+            block = self.blocks.get(name)
             x = block(x, st) if block is not None else self.extra_sublayers[name](x, st)
         return x
 
@@ -77,6 +83,7 @@ class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
         super().__init__(cfg)
         self.layer_idx = layer_idx
         self.extra_sublayers = None  # nn.ModuleDict when a technique adds sub-layers
+        self.blocks = {"self_attn": self.self_attn_block, "ffn": self.ffn_block}
         self.set_plan(("self_attn", "ffn"))
 
     def self_attn_block(self, x, st):
@@ -125,6 +132,11 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
         super().__init__(cfg, no_encoder_attn)
         self.layer_idx = layer_idx
         self.extra_sublayers = None  # nn.ModuleDict when a technique adds sub-layers
+        self.blocks = {
+            "self_attn": self.self_attn_block,
+            "encoder_attn": self.encoder_attn_block,
+            "ffn": self.ffn_block,
+        }
         plan = ("self_attn", "ffn") if no_encoder_attn else ("self_attn", "encoder_attn", "ffn")
         self.set_plan(plan)
 

@@ -193,7 +193,7 @@ def attach(model, args):
     )
     reader.set_mask(args.layer_attention_mask)
     decoder.encoder_reader = reader
-    encoder.extra_output_modules.append(reader.add_encoder_output)
+    encoder.extra_output_hooks.append(reader.add_encoder_output)
     encoder.extra_out_batch_dims[MEMORY_KEY] = 1
 
 

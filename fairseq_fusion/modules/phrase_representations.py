@@ -17,7 +17,7 @@ Bapna et al. 2018's transparent attention, ``layer_attention``).
 
 Installs (seam d) the sub-layer "phrase_attn" first in every encoder layer and between
 self-attention and encoder attention in every decoder layer, and adds the phrase
-representations to the encoder output (``extra_output_modules``, batch dims registered so
+representations to the encoder output (``extra_output_hooks``, batch dims registered so
 beam search reorders them). See ``phrase_layers`` for the equations.
 """
 from torch import nn
@@ -114,7 +114,7 @@ def attach(model, args):
     for layer in encoder.layers:
         add_sublayer(layer, SUBLAYER, PhraseEncoderSublayer(cfg, segmenter, glance, attentive, combiner), "self_attn")
     encoder.phrase_output = PhraseEncoderOutput(cfg.encoder.embed_dim, segmenter, glance, attentive, transparent)
-    encoder.extra_output_modules.append(encoder.phrase_output)
+    encoder.extra_output_hooks.append(encoder.phrase_output)
     encoder.extra_out_batch_dims.update({PHRASE_REPS: 1, PHRASE_PADDING_MASK: 0})
     num_states = len(encoder.layers) + 1  # Eq. 6: i = 0 (embedding layer) .. d
     for layer in decoder.layers:

@@ -236,7 +236,7 @@ def attach(model, args):
         dropout=args.dropout,
     )
     decoder.output_fusion = fusion
-    decoder.extra_output_modules.append(partial(fusion.add_surface_logits, decoder))
+    decoder.extra_output_hooks.append(partial(fusion.add_surface_logits, decoder))
 
 
 fusion_options.register(

@@ -197,30 +197,30 @@ def capture(model, names: Iterable[str], output_index: int = 0):
 @contextmanager
 def capture_blocks(model, names: Iterable[str]):
     """Record the outputs of sub-layer plan blocks (seam d), e.g. ``decoder.layers.0.self_attn``
-    for ``decoder.layers.0.self_attn_block``; like ``capture`` (dict name -> list of outputs)."""
+    for the entry ``self_attn`` of ``decoder.layers.0.blocks``; like ``capture`` (dict name -> list of outputs)."""
     modules = dict(model.named_modules())
     records: Dict[str, List[torch.Tensor]] = {n: [] for n in names}
     wrapped = []
     for name in names:
         layer_name, _, block = name.rpartition(".")
         layer = modules.get(layer_name)
-        if layer is None or not hasattr(layer, block + "_block"):
+        if layer is None or block not in getattr(layer, "blocks", {}):
             plan = getattr(layer, "plan", None)
             raise KeyError(f"no sub-layer block {name!r} in the model (layer {layer_name!r} plan: {plan})")
-        method = getattr(layer, block + "_block")
+        method = layer.blocks[block]
 
         def recorder(x, st, method=method, name=name):
             out = method(x, st)
             records[name].append(out.detach())
             return out
 
-        setattr(layer, block + "_block", recorder)  # instance attribute shadows the method
-        wrapped.append((layer, block + "_block"))
+        layer.blocks[block] = recorder
+        wrapped.append((layer, block, method))
     try:
         yield records
     finally:
-        for layer, attr in wrapped:
-            delattr(layer, attr)
+        for layer, block, method in reversed(wrapped):
+            layer.blocks[block] = method
 
 
 def locked(args):
