@@ -1,4 +1,5 @@
 """Docs work from a fresh clone: no absolute paths of one machine, no work-item numbers in headings."""
+import ast
 import glob
 import os
 import re
@@ -109,3 +110,42 @@ def test_markdown_tables_are_well_formed():
         with open(os.path.join(REPO, f), encoding="utf-8") as fh:
             bad += [f"{f}:{n}: {got} cells, the header has {want}" for n, got, want in table_problems(fh.read())]
     assert not bad, "\n".join(bad)
+
+
+TECHNIQUE_TABLE = re.compile(r"<!-- technique table.*?-->\n(.*?)<!-- end of technique table -->", re.DOTALL)
+# `modules/surface_fusion.py:SurfaceFusion.fuse`: a path under fairseq_fusion/, then a function or Class.method
+FILE_FUNCTION = re.compile(r"`([\w/]+\.py):([\w.]+)`")
+
+
+def defined_names(source):
+    """Top-level functions and classes, and `Class.method` for each method, of a Python source."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            names |= {f"{node.name}.{m.name}" for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return names
+
+
+def test_defined_names_tell_methods_from_functions():
+    names = defined_names("def f():\n    pass\nclass C:\n    def m(self):\n        pass\n")
+    assert names == {"f", "C", "C.m"}
+
+
+def test_technique_table_names_functions_that_exist():
+    with open(os.path.join(REPO, "ARCHITECTURE.md"), encoding="utf-8") as fh:
+        table = TECHNIQUE_TABLE.search(fh.read())
+    assert table, "ARCHITECTURE.md lost its technique table (or its markers)"
+    cells = FILE_FUNCTION.findall(table.group(1))
+    assert len(cells) >= 20, cells  # every technique row names at least one function
+    missing = []
+    for path, name in sorted(set(cells)):
+        full = os.path.join(REPO, "fairseq_fusion", path)
+        if not os.path.isfile(full):
+            missing.append(f"{path}: no such file under fairseq_fusion/")
+            continue
+        with open(full, encoding="utf-8") as fh:
+            if name not in defined_names(fh.read()):
+                missing.append(f"{path}:{name}: not defined there")
+    assert not missing, "\n".join(missing)
