@@ -3,7 +3,9 @@
 fairseq-interactive and fairseq-generate import their module before the plugin (``--user-dir``); the hub, the tests
 and a process that imports a command module later (or again) import it after. ``when_imported(NAME)`` registers a
 patch that is applied to the module at once if it is imported, and otherwise by an import hook when it is.
+``wrap_main`` is how a patch wraps a command's ``main(cfg)``.
 """
+import functools
 import importlib.abc
 import importlib.machinery
 import sys
@@ -54,3 +56,28 @@ def when_imported(name):
         return patch
 
     return register
+
+
+def command_config(cfg):
+    """A command's ``main`` argument as fairseq's omegaconf config (fairseq's ``main`` takes a Namespace too)."""
+    from argparse import Namespace
+
+    if isinstance(cfg, Namespace):
+        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+        return convert_namespace_to_omegaconf(cfg)
+    return cfg
+
+
+def wrap_main(module, marker, run):
+    """``module.main(cfg)`` becomes ``run(main, cfg)``, ``cfg`` as an omegaconf config; once per ``marker``."""
+    if getattr(module.main, marker, False):
+        return
+    main = module.main
+
+    @functools.wraps(main)
+    def wrapped(cfg):
+        return run(main, command_config(cfg))
+
+    setattr(wrapped, marker, True)
+    module.main = wrapped

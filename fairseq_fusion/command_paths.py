@@ -15,6 +15,7 @@ import errno
 import functools
 import os
 
+from .cli_hooks import wrap_main
 from .errors import FusionError
 
 
@@ -107,34 +108,19 @@ def _named_split(load_dataset):
     return wrapper
 
 
-def _config(cfg):
-    from argparse import Namespace
-
-    if isinstance(cfg, Namespace):
-        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-        return convert_namespace_to_omegaconf(cfg)
-    return cfg
+def _generate_checked(main, cfg):
+    check_output_folder(cfg.common_eval.results_path, "--results-path")
+    return main(cfg)
 
 
-def _checked_main(module, check):
-    if getattr(module.main, "paths_checked_by_fairseq_fusion", False):
-        return
-    main = module.main
-
-    @functools.wraps(main)
-    def checked_main(cfg):
-        cfg = _config(cfg)
-        check(cfg)
-        return main(cfg)
-
-    checked_main.paths_checked_by_fairseq_fusion = True
-    module.main = checked_main
+def _interactive_checked(main, cfg):
+    check_input_file(cfg.interactive.input, "--input")
+    return main(cfg)
 
 
 def patch_generate(module):
-    _checked_main(module, lambda cfg: check_output_folder(cfg.common_eval.results_path, "--results-path"))
+    wrap_main(module, "paths_checked_by_fairseq_fusion", _generate_checked)
 
 
 def patch_interactive(module):
-    _checked_main(module, lambda cfg: check_input_file(cfg.interactive.input, "--input"))
+    wrap_main(module, "paths_checked_by_fairseq_fusion", _interactive_checked)

@@ -19,6 +19,7 @@ import functools
 import os
 import sys
 
+from .cli_hooks import wrap_main
 from .errors import warn
 
 _ACTIVE = []  # the report of the run in progress (one at a time; a nested call adds to it)
@@ -211,48 +212,26 @@ def read_lines(input, buffer_size):
         yield buffer
 
 
-def _config(cfg):
-    from argparse import Namespace
+def _interactive_reported(main, cfg):
+    bpe = getattr(cfg.bpe, "_name", None) if cfg.bpe is not None else None
+    with reporting(lambda: InputReport("input lines", "input line {}", "line", raw_text=True, data=cfg.task.data,
+                                       prepared=bpe == "prepared")):
+        return main(cfg)
 
-    if isinstance(cfg, Namespace):
-        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-        return convert_namespace_to_omegaconf(cfg)
-    return cfg
+def _generate_reported(main, cfg):
+    with reporting(lambda: InputReport(f"source lines of {cfg.dataset.gen_subset}",
+                                       f"source line {{}} of {cfg.dataset.gen_subset}", "line")):
+        return main(cfg)
 
 
 def patch_interactive(module):
-    if getattr(module.main, "patched_by_fairseq_fusion", False):
-        return
-    main = module.main
-
-    @functools.wraps(main)
-    def reported_main(cfg):
-        cfg = _config(cfg)
-        bpe = getattr(cfg.bpe, "_name", None) if cfg.bpe is not None else None
-        with reporting(lambda: InputReport("input lines", "input line {}", "line", raw_text=True, data=cfg.task.data,
-                                           prepared=bpe == "prepared")):
-            return main(cfg)
-
-    reported_main.patched_by_fairseq_fusion = True
-    module.main = reported_main
+    wrap_main(module, "patched_by_fairseq_fusion", _interactive_reported)
     module.buffered_read = read_lines
 
 
 def patch_generate(module):
-    if getattr(module.main, "patched_by_fairseq_fusion", False):
-        return
-    main = module.main
-
-    @functools.wraps(main)
-    def reported_main(cfg):
-        cfg = _config(cfg)
-        with reporting(lambda: InputReport(f"source lines of {cfg.dataset.gen_subset}",
-                                           f"source line {{}} of {cfg.dataset.gen_subset}", "line")):
-            return main(cfg)
-
-    reported_main.patched_by_fairseq_fusion = True
-    module.main = reported_main
+    wrap_main(module, "patched_by_fairseq_fusion", _generate_reported)
 
 
 def _hub_report(hub):
