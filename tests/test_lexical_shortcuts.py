@@ -12,7 +12,7 @@ from fairseq import options, tasks
 from fairseq.data import data_utils
 from fairseq.sequence_generator import SequenceGenerator
 
-from fairseq_fusion.models.seams import LayerContext
+from fairseq_fusion.models.seams import LayerContext, StackContext
 from fairseq_fusion.modules.lexical_shortcuts import ShortcutMultiheadAttention
 
 SMALL = [
@@ -114,7 +114,7 @@ def test_gated_shortcuts_match_eq_5_to_12():
     v_new = r_v * v_sc + (1 - r_v) * v  # Eq. 12
     causal = torch.triu(torch.full((t, t), float("-inf")), 1)
     expected = reference_attention(attn, H, k_new, v_new, 2, mask=causal)
-    st = {"ctx": LayerContext(embed=None, states=[E])}
+    st = LayerContext(layer=None, ctx=StackContext(embed=None, states=[E]))
     with torch.no_grad():
         got, _ = attn(H, H, H, attn_mask=causal, need_weights=False, st=st)
     assert torch.allclose(got, expected, atol=1e-5)
@@ -148,10 +148,11 @@ def test_feature_fusion_is_one_projection_split_in_halves():
 
 def test_nonlexical_source_is_layer_n_minus_2():
     states = [torch.full((3, 1, 4), float(i)) for i in range(4)]  # embedding layer, layers 1-3
-    st = {"ctx": LayerContext(embed=torch.full((3, 1, 4), -1.0), states=states)}
+    st = LayerContext(layer=None, ctx=StackContext(embed=torch.full((3, 1, 4), -1.0), states=states))
     for idx, expected in [(0, 0.0), (1, 0.0), (2, 1.0), (3, 2.0)]:  # layer n = idx + 1 reads n - 2
         attn = ShortcutMultiheadAttention(4, 2, self_attention=True, nonlexical=True, layer_idx=idx)
-        assert attn.shortcut_input({"ctx": dataclasses.replace(st["ctx"], states=states[: idx + 1])}, 3).eq(expected).all()
+        lower = LayerContext(layer=None, ctx=dataclasses.replace(st.ctx, states=states[: idx + 1]))
+        assert attn.shortcut_input(lower, 3).eq(expected).all()
     lexical = ShortcutMultiheadAttention(4, 2, self_attention=True, embed="tokens", layer_idx=3)
     assert lexical.shortcut_input(st, 3).eq(-1.0).all()
 

@@ -4,7 +4,7 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
 - ``encoder_memory(idx, encoder_out, incremental_state)`` (seam c): the tensor decoder layer
   ``idx`` attends and its padding mask; default: the encoder's top output; defers to
   ``self.encoder_reader.encoder_memory`` when a technique sets it;
-- every layer receives ``ctx``, a ``seams.LayerContext``: ``embed`` (scaled target embeddings without
+- every layer receives ``ctx``, a ``seams.StackContext`` (its sub-layers read it as ``st.ctx``): ``embed`` (scaled target embeddings without
   positions of the current steps, T x B x C), ``states`` (embedding layer + lower layers' outputs),
   ``encoder_out`` (the encoder's dict), ``incremental_state``, ``self_attn_padding_mask``, ``extra``;
 - ``combine_layers`` / ``stack_output`` (seam b) as in the encoder (``self.layer_combiner``), both from
@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .fusion_layers import FusionDecoderLayer, enumerate_layers
 from .layer_stack import LayerStackMixin
-from .seams import LayerContext
+from .seams import StackContext
 
 
 class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
@@ -39,7 +39,7 @@ class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
         self.layer_combiner = None
         # callables ``(features B x T x C, extra, ctx) -> None``, each adding its keys to ``extra`` in place
         # (bound methods or partials of a technique, owned elsewhere: a plain list, so no state-dict keys)
-        self.extra_output_hooks: List[Callable[[Tensor, Dict[str, Any], LayerContext], None]] = []
+        self.extra_output_hooks: List[Callable[[Tensor, Dict[str, Any], StackContext], None]] = []
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return self.build_fusion_layer(FusionDecoderLayer, cfg, no_encoder_attn)
@@ -99,7 +99,7 @@ class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
 
         attn: Optional[Tensor] = None
         states: List[Tensor] = [x]
-        ctx = LayerContext(embed=embed, states=states, encoder_out=encoder_out, incremental_state=incremental_state,
+        ctx = StackContext(embed=embed, states=states, encoder_out=encoder_out, incremental_state=incremental_state,
                            self_attn_padding_mask=self_attn_padding_mask)
         for idx, layer in enumerate_layers(self.layers):
             if layer is None:  # dropped by LayerDrop: the identity

@@ -1,7 +1,7 @@
 """Encoder of ``fusion_transformer``: fairseq's encoder with a layer context and full states.
 
 Differences from ``TransformerEncoderBase`` (none changes the numbers with options off):
-- every layer receives ``ctx``, a ``seams.LayerContext``: ``embed`` (scaled token embeddings without
+- every layer receives ``ctx``, a ``seams.StackContext`` (its sub-layers read it as ``st.ctx``): ``embed`` (scaled token embeddings without
   positions, T x B x C), ``states`` (outputs of the embedding layer and all lower layers),
   ``padding_mask``, ``src_tokens``, ``inputs``;
 - ``combine_layers(idx, x, states, ctx)`` (seam b) turns layer ``idx``'s output
@@ -25,7 +25,7 @@ from torch import Tensor
 from .. import host_sync
 from .fusion_layers import FusionEncoderLayer, enumerate_layers
 from .layer_stack import LayerStackMixin
-from .seams import LayerContext
+from .seams import StackContext
 
 # batch dimension of each entry of the encoder output (all entries are lists of tensors)
 ENCODER_OUT_BATCH_DIMS = {
@@ -79,7 +79,7 @@ class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
         self.states_for_decoder = False
         # callables ``(out, ctx) -> None``, each adding its keys to the output dict ``out`` in place (bound
         # methods or modules of a technique, owned elsewhere: a plain list, so no state-dict keys of its own)
-        self.extra_output_hooks: List[Callable[[Dict[str, List[Tensor]], LayerContext], None]] = []
+        self.extra_output_hooks: List[Callable[[Dict[str, List[Tensor]], StackContext], None]] = []
 
     def build_encoder_layer(self, cfg):
         return self.build_fusion_layer(FusionEncoderLayer, cfg)
@@ -113,7 +113,7 @@ class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
 
         layer_mask = encoder_padding_mask if has_pads else None
         states = [x]
-        ctx = LayerContext(embed=encoder_embedding.transpose(0, 1), states=states, padding_mask=layer_mask,
+        ctx = StackContext(embed=encoder_embedding.transpose(0, 1), states=states, padding_mask=layer_mask,
                            src_tokens=src_tokens, inputs=extra_inputs or {})
         for idx, layer in enumerate_layers(self.layers):
             if layer is not None:  # None: dropped by LayerDrop, the identity
@@ -143,7 +143,7 @@ class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
             out["encoder_states"] = []  # generation: not read by the decoder, not worth reordering
         return out
 
-    def add_extra_outputs(self, out: Dict[str, List[Tensor]], ctx: LayerContext):
+    def add_extra_outputs(self, out: Dict[str, List[Tensor]], ctx: StackContext):
         """Techniques export more tensors here; each key needs an entry in extra_out_batch_dims."""
         for add in self.extra_output_hooks:
             add(out, ctx)

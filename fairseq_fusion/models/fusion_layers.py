@@ -3,20 +3,20 @@
 Each layer is fairseq's ``TransformerEncoderLayerBase`` / ``TransformerDecoderLayerBase``
 (same parameters, same names) whose ``forward`` runs an ordered list of sub-layer blocks,
 ``self.plan``. A block is a method ``<name>_block(x, st)``, listed under its plan name in the layer's
-table ``self.blocks`` (built in ``__init__``): ``x`` is T x B x C and ``st`` a
-dict shared by the blocks of one layer call (masks, incremental state, the layer context
-``ctx`` (a ``seams.LayerContext``) from the encoder/decoder, attention weights to return, and
-``layer``, the layer itself).
+table ``self.blocks`` (built in ``__init__``): ``x`` is T x B x C and ``st`` the ``seams.LayerContext``
+shared by the blocks of one layer call (masks, incremental state, the stack context ``st.ctx`` (a
+``seams.StackContext``) from the encoder/decoder, attention weights to return in ``st.attn``, and
+``st.layer``, the layer itself).
 
 Extension points used by the technique modules (installed at build time, never by
 editing this file):
 - ``plan`` (seam d): order and presence of sub-layers. A name runs ``self.blocks[name]`` (the
   method ``<name>_block``) or, if there is none, the module ``self.extra_sublayers[name]`` called as
-  ``module(x, st)`` (``st["layer"]`` is this layer);
+  ``module(x, st)`` (``st.layer`` is this layer);
 - the attention modules ``self_attn`` / ``encoder_attn`` (seam a): a technique replaces one with a
   subclass of fairseq's ``MultiheadAttention``; one that sets ``wants_layer_state = True`` is also
   called with ``st=st`` (so it can gate its projected keys/values, e.g. lexical shortcuts);
-- ``ctx`` (``seams.LayerContext``): the stack's embeddings and the outputs of all lower layers.
+- ``st.ctx`` (``seams.StackContext``): the stack's embeddings and the outputs of all lower layers.
 With nothing changed, ``forward`` computes exactly what fairseq's layer computes.
 """
 from typing import Callable, Dict, List, Optional
@@ -27,7 +27,7 @@ from fairseq.modules.transformer_layer import (
     TransformerEncoderLayerBase,
 )
 from torch import Tensor, nn
-from .seams import LayerContext
+from .seams import LayerContext, StackContext
 
 
 def enumerate_layers(layers):
@@ -45,7 +45,7 @@ class SubLayerPlanMixin:
     ``self.blocks`` (set by each layer class before its first ``set_plan``): plan name -> the layer's
     method ``(x, st) -> x`` that runs it; names not in it run ``self.extra_sublayers[name]``."""
 
-    blocks: Dict[str, Callable[[Tensor, dict], Tensor]]
+    blocks: Dict[str, Callable[[Tensor, LayerContext], Tensor]]
 
     def set_plan(self, plan):
         extra = getattr(self, "extra_sublayers", None) or {}
@@ -57,14 +57,13 @@ class SubLayerPlanMixin:
             )
         self.plan = tuple(plan)
 
-    def run_plan(self, x, st):
-        st["layer"] = self
+    def run_plan(self, x: Tensor, st: LayerContext) -> Tensor:
         for name in self.plan:
             block = self.blocks.get(name)
             x = block(x, st) if block is not None else self.extra_sublayers[name](x, st)
         return x
 
-    def attention_kwargs(self, attn, st):
+    def attention_kwargs(self, attn, st: LayerContext):
         return {"st": st} if getattr(attn, "wants_layer_state", False) else {}
 
     def add_norm(self, x, residual, layer_norm):
@@ -94,9 +93,9 @@ class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
             query=x,
             key=x,
             value=x,
-            key_padding_mask=st["padding_mask"],
+            key_padding_mask=st.self_attn_padding_mask,
             need_weights=False,
-            attn_mask=st["attn_mask"],
+            attn_mask=st.self_attn_mask,
             **self.attention_kwargs(self.self_attn, st),
         )
         return self.add_norm(x, residual, self.self_attn_layer_norm)
@@ -115,13 +114,13 @@ class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
         x,
         encoder_padding_mask: Optional[Tensor],
         attn_mask: Optional[Tensor] = None,
-        ctx: Optional[LayerContext] = None,
+        ctx: Optional[StackContext] = None,
     ):
         if attn_mask is not None:
             attn_mask = attn_mask.masked_fill(
                 attn_mask.to(torch.bool), -1e8 if x.dtype == torch.float32 else -1e4
             )
-        st = {"padding_mask": encoder_padding_mask, "attn_mask": attn_mask, "ctx": ctx}
+        st = LayerContext(layer=self, ctx=ctx, self_attn_padding_mask=encoder_padding_mask, self_attn_mask=attn_mask)
         return self.run_plan(x, st)
 
 
@@ -150,7 +149,7 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
             key=y,
             value=y,
             key_padding_mask=padding_mask,
-            incremental_state=st["incremental_state"],
+            incremental_state=st.incremental_state,
             need_weights=False,
             attn_mask=attn_mask,
             **self.attention_kwargs(self.self_attn, st),
@@ -168,13 +167,13 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
         """The self-attention's keys/values with their padding and future masks: ``x``, or under
         ``--cross-self-attention`` the encoder memory before ``x`` (fairseq's layer; in incremental decoding
         only at the first step, whose keys the attention's cache keeps)."""
-        padding_mask, attn_mask = st["self_attn_padding_mask"], st["self_attn_mask"]
+        padding_mask, attn_mask = st.self_attn_padding_mask, st.self_attn_mask
         if not self.cross_self_attention:
             return x, padding_mask, attn_mask
-        cache = self.self_attn._get_input_buffer(st["incremental_state"])
-        if st["incremental_state"] is not None and "prev_key" in cache:
+        cache = self.self_attn._get_input_buffer(st.incremental_state)
+        if st.incremental_state is not None and "prev_key" in cache:
             return x, padding_mask, attn_mask
-        memory, memory_padding = st["encoder_out"], st["encoder_padding_mask"]
+        memory, memory_padding = st.encoder_memory, st.encoder_padding_mask
         if attn_mask is not None:
             attn_mask = torch.cat((x.new_zeros(x.size(0), memory.size(0)), attn_mask), dim=1)
         if padding_mask is not None:
@@ -184,23 +183,23 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
         return torch.cat((memory, x), dim=0), padding_mask, attn_mask
 
     def encoder_attn_block(self, x, st):
-        if self.encoder_attn is None or st["encoder_out"] is None:
+        if self.encoder_attn is None or st.encoder_memory is None:
             return x
         residual = x
         if self.normalize_before:
             x = self.encoder_attn_layer_norm(x)
         x, attn = self.encoder_attn(
             query=x,
-            key=st["encoder_out"],
-            value=st["encoder_out"],
-            key_padding_mask=st["encoder_padding_mask"],
-            incremental_state=st["incremental_state"],
+            key=st.encoder_memory,
+            value=st.encoder_memory,
+            key_padding_mask=st.encoder_padding_mask,
+            incremental_state=st.incremental_state,
             static_kv=True,
-            need_weights=st["need_attn"] or (not self.training and self.need_attn),
-            need_head_weights=st["need_head_weights"],
+            need_weights=st.need_attn or (not self.training and self.need_attn),
+            need_head_weights=st.need_head_weights,
             **self.attention_kwargs(self.encoder_attn, st),
         )
-        st["attn"] = attn
+        st.attn = attn
         return self.add_norm(x, residual, self.encoder_attn_layer_norm)
 
     def ffn_block(self, x, st):
@@ -228,20 +227,20 @@ class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
         self_attn_padding_mask: Optional[Tensor] = None,
         need_attn: bool = False,
         need_head_weights: bool = False,
-        ctx: Optional[LayerContext] = None,
+        ctx: Optional[StackContext] = None,
     ):
         if prev_self_attn_state is not None or prev_attn_state is not None:
             raise NotImplementedError("fusion_transformer layers keep state in incremental_state only")
-        st = {
-            "encoder_out": encoder_out,
-            "encoder_padding_mask": encoder_padding_mask,
-            "incremental_state": incremental_state,
-            "self_attn_mask": self_attn_mask,
-            "self_attn_padding_mask": self_attn_padding_mask,
-            "need_attn": need_attn or need_head_weights,
-            "need_head_weights": need_head_weights,
-            "attn": None,
-            "ctx": ctx,
-        }
+        st = LayerContext(
+            layer=self,
+            ctx=ctx,
+            self_attn_padding_mask=self_attn_padding_mask,
+            self_attn_mask=self_attn_mask,
+            incremental_state=incremental_state,
+            encoder_memory=encoder_out,
+            encoder_padding_mask=encoder_padding_mask,
+            need_attn=need_attn or need_head_weights,
+            need_head_weights=need_head_weights,
+        )
         x = self.run_plan(x, st)
-        return x, st["attn"], None
+        return x, st.attn, None

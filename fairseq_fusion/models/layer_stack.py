@@ -10,7 +10,7 @@ from fairseq.distributed import fsdp_wrap
 from torch import Tensor
 
 from .layer_checkpoint import checkpoint_layer
-from .seams import LayerContext
+from .seams import StackContext
 
 
 class LayerStackMixin:
@@ -25,12 +25,12 @@ class LayerStackMixin:
         return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
 
     # seam (b): layer combination; identity with options off
-    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: LayerContext) -> Tensor:
+    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: StackContext) -> Tensor:
         if self.layer_combiner is None:
             return x
         return self.layer_combiner.combine_layers(idx, x, states, ctx)
 
-    def stack_output(self, states: List[Tensor], ctx: LayerContext) -> Tensor:
+    def stack_output(self, states: List[Tensor], ctx: StackContext) -> Tensor:
         if self.layer_combiner is None:
             return states[-1]
         return self.layer_combiner.stack_output(states, ctx)

@@ -6,12 +6,12 @@ claims. With no technique installed every seam is the identity of fairseq's tran
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol, Tuple
 
-from torch import Tensor
+from torch import Tensor, nn
 
 
 @dataclass
-class LayerContext:
-    """What every layer of one encoder or decoder call can read (``st["ctx"]`` in a layer call).
+class StackContext:
+    """What every layer of one encoder or decoder call can read (``st.ctx`` in a layer call).
 
     Built once per call by the encoder/decoder and shared by all its layers; fields a side does
     not have stay None.
@@ -31,29 +31,55 @@ class LayerContext:
     cache: Dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class LayerContext:
+    """The state of one layer call (``st``), shared by the blocks of its sub-layer plan.
+
+    Built by ``FusionEncoderLayer.forward`` / ``FusionDecoderLayer.forward``; a sub-layer (seam d) gets
+    it as ``module(x, st)``, an attention with ``wants_layer_state`` (seam a) as ``st=st``. Fields a
+    side does not have stay None (the encoder has no incremental state, no encoder memory, no attention
+    weights to return).
+    """
+    layer: Optional[nn.Module]  # the layer running the plan (its norms, ``layer_idx``, ``normalize_before``)
+    ctx: Optional[StackContext]  # the encoder/decoder call's context; None when a layer is called alone
+    # both sides: the self-attention's masks
+    self_attn_padding_mask: Optional[Tensor] = None  # B x T, True at padding (encoder: fairseq's encoder_padding_mask)
+    self_attn_mask: Optional[Tensor] = None  # T x T additive mask (decoder: the future mask; encoder: fairseq's attn_mask, usually None)
+    # decoder
+    incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None  # fairseq's cache, per module
+    encoder_memory: Optional[Tensor] = None  # S x B x C, what this layer's encoder attention reads (seam c)
+    encoder_padding_mask: Optional[Tensor] = None  # B x S, the padding of ``encoder_memory``
+    need_attn: bool = False  # return the encoder attention's weights (also True when need_head_weights)
+    need_head_weights: bool = False  # ... per head rather than averaged
+    attn: Optional[Tensor] = None  # written by the encoder-attention block: the weights the layer returns
+
+
 class SubLayer(Protocol):
     """(d) a sub-layer a technique adds to a layer's plan (``layer.extra_sublayers[name]``).
 
-    ``st`` is the layer call's state: its masks, ``incremental_state``, ``ctx`` (a ``LayerContext``) and
-    ``layer`` (the layer running the plan)."""
+    ``st`` is the layer call's ``LayerContext``: its masks, ``incremental_state``, ``ctx`` (the
+    ``StackContext``) and ``layer`` (the layer running the plan)."""
 
-    def __call__(self, x: Tensor, st: Dict[str, Any]) -> Tensor: ...
+    def __call__(self, x: Tensor, st: LayerContext) -> Tensor: ...
 
 
 class LayerStateAttention(Protocol):
     """(a) an attention module replacing ``self_attn`` / ``encoder_attn`` (a fairseq ``MultiheadAttention``
-    subclass) that is called with the layer state as well, ``st=st``."""
+    subclass) that is called with the layer call's ``LayerContext`` as well, ``st=st``."""
 
     wants_layer_state: bool
+
+    def __call__(self, query: Tensor, key: Optional[Tensor], value: Optional[Tensor], *,
+                 st: LayerContext, **kwargs: Any) -> Tuple[Tensor, Optional[Tensor]]: ...
 
 
 class LayerCombiner(Protocol):
     """(b) ``encoder.layer_combiner`` / ``decoder.layer_combiner``: what layer ``idx``'s output passes on to the
     next layer, and the stack's output."""
 
-    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: LayerContext) -> Tensor: ...
+    def combine_layers(self, idx: int, x: Tensor, states: List[Tensor], ctx: StackContext) -> Tensor: ...
 
-    def stack_output(self, states: List[Tensor], ctx: LayerContext) -> Tensor: ...
+    def stack_output(self, states: List[Tensor], ctx: StackContext) -> Tensor: ...
 
 
 class EncoderReader(Protocol):

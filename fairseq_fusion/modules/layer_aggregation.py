@@ -51,6 +51,7 @@ from torch import Tensor, nn
 from .. import fusion_options
 from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
+from ..models.seams import LayerContext
 
 KINDS = ("none", "dense", "linear", "iterative", "hierarchical")
 # the options that build AGG (Eq. 7) and so read --aggregation-function/--aggregation-residual
@@ -166,10 +167,10 @@ class LayerInputCombination(nn.Module):
         self.input_names = [f"H^{k}" for k in range(layer_idx + 1)]
         self.name = f"x^{layer_idx + 1}"
 
-    def forward(self, x, st):
+    def forward(self, x, st: LayerContext):
         # indexed from the bottom: a checkpointed layer recomputes in backward, when the stack
         # has appended the states above it
-        lower = st["ctx"].states[: self.layer_idx]  # H^0..H^{l-2}; x = H^{l-1}
+        lower = st.ctx.states[: self.layer_idx]  # H^0..H^{l-2}; x = H^{l-1}
         if len(lower) != self.layer_idx:
             raise RuntimeError(
                 f"--linear-combination-at every-layer: layer {self.layer_idx + 1} expects the "

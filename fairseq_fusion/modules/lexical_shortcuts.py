@@ -43,6 +43,7 @@ from torch import Tensor
 from .. import fusion_options
 from ..fusion_options import REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
+from ..models.seams import LayerContext
 
 # where E comes from: the stack's own embedding layer, or the encoder's (decoder-to-encoder)
 SOURCES = ("layer", "tokens")
@@ -62,7 +63,7 @@ class ShortcutGate(nn.Module):
 class ShortcutMultiheadAttention(MultiheadAttention):
     """fairseq's MultiheadAttention whose keys/values are gated with a shortcut (Eq. 5-14).
 
-    Called by the fusion layers with ``st`` (layer state); E is read from ``st["ctx"]``.
+    Called by the fusion layers with ``st`` (the layer call's ``LayerContext``); E is read from ``st.ctx``.
     ``embed``: "layer" or "tokens" (what E is); ``enc_dec``: E = E^enc (decoder-to-encoder
     attention); ``nonlexical``: layer n reads layer n-2 (§4.2); ``layer_idx``: 0-based.
     """
@@ -119,11 +120,11 @@ class ShortcutMultiheadAttention(MultiheadAttention):
 
     # --- Eq. 5-14 -------------------------------------------------------------------------
 
-    def shortcut_input(self, st: Dict, length: int) -> Tensor:
+    def shortcut_input(self, st: LayerContext, length: int) -> Tensor:
         """E (T x B x C) of this layer: the embedding layer, E^enc, or layer n-2 (non-lexical)."""
-        ctx = st["ctx"]
+        ctx = st.ctx
         if ctx is None:
-            raise RuntimeError("lexical shortcuts need the layer context (st['ctx']) from a fusion encoder/decoder")
+            raise RuntimeError("lexical shortcuts need the stack context (st.ctx) from a fusion encoder/decoder")
         if self.enc_dec:
             enc = ctx.encoder_out
             if self.embed == "layer":
@@ -179,7 +180,7 @@ class ShortcutMultiheadAttention(MultiheadAttention):
         attn_mask: Optional[Tensor] = None,
         before_softmax: bool = False,
         need_head_weights: bool = False,
-        st: Optional[Dict] = None,
+        st: Optional[LayerContext] = None,
     ):
         if st is None:
             raise RuntimeError("ShortcutMultiheadAttention must be called by a fusion layer (st=...)")

@@ -45,6 +45,7 @@ from .. import fusion_options
 from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup, Range
 from .layer_aggregation import Aggregation, sides
 from ..errors import FusionError
+from ..models.seams import LayerContext
 
 logger = logging.getLogger(__name__)
 
@@ -114,16 +115,16 @@ class MultiLayerSelfAttention(MultiheadAttention):
             setattr(new, name, getattr(base, name))
         return new.to(base.k_proj.weight)
 
-    def lower_state(self, st, i):
+    def lower_state(self, st: LayerContext, i):
         """H^{l-i} (T x B x C) as this layer's attention reads it."""
-        ctx = st.get("ctx")
+        ctx = st.ctx
         if ctx is None:
-            raise RuntimeError("MultiLayerSelfAttention needs the stack's layer states (st['ctx'].states)")
+            raise RuntimeError("MultiLayerSelfAttention needs the stack's layer states (st.ctx.states)")
         h = ctx.states[self.layer_idx + 1 - i]
-        layer = st["layer"]
+        layer = st.layer
         return layer.self_attn_layer_norm(h) if layer.normalize_before else h
 
-    def lower_keys_values(self, st, key_padding_mask, incremental_state):
+    def lower_keys_values(self, st: LayerContext, key_padding_mask, incremental_state):
         """[(K^{l-i}, V^{l-i})] for i = 2..k (S x B x C) and their padding mask (B x S or None),
         with the earlier target positions' keys/values from the cache when decoding incrementally."""
         kvs = []
@@ -185,7 +186,7 @@ class MultiLayerSelfAttention(MultiheadAttention):
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None,
                 need_weights=True, static_kv=False, attn_mask=None, before_softmax=False,
-                need_head_weights=False, st=None):
+                need_head_weights=False, st: Optional[LayerContext] = None):
         if st is None:
             raise RuntimeError("MultiLayerSelfAttention is called by the fusion layers with st (seam a)")
         own, _ = super().forward(query, key, value, key_padding_mask=key_padding_mask,

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from .phrase_segmentation import PhraseSegmenter, Segmentation
 from ..errors import FusionError
+from ..models.seams import LayerContext
 
 PHRASE_REPS = "phrase_reps"
 PHRASE_PADDING_MASK = "phrase_padding_mask"
@@ -139,8 +140,8 @@ class PhraseEncoderSublayer(nn.Module):
             combiner, cfg.encoder.ffn_embed_dim,
         )
 
-    def forward(self, x, st):
-        ctx = st["ctx"]
+    def forward(self, x, st: LayerContext):
+        ctx = st.ctx
         seg = self.segmenter(ctx)
         source = self.combine.layer_norm(x) if self.combine.normalize_before else x
         phrases = self.represent(source, seg)
@@ -202,14 +203,14 @@ class PhraseDecoderSublayer(nn.Module):
         weights = self.mixture_weights()
         return torch.einsum("l,lpbc->pbc", weights.type_as(reps[0]), torch.stack(reps, dim=0))
 
-    def forward(self, x, st):
-        encoder_out = st["ctx"].encoder_out
+    def forward(self, x, st: LayerContext):
+        encoder_out = st.ctx.encoder_out
         if encoder_out is None or PHRASE_REPS not in encoder_out:
             raise FusionError(
                 "--phrase-representations: the decoder needs the encoder's phrase representations "
                 f"('{PHRASE_REPS}' in encoder_out)"
             )
-        incremental_state = st["incremental_state"]
+        incremental_state = st.incremental_state
         cached = incremental_state is not None and "prev_key" in self.combine.attn._get_input_buffer(incremental_state)
         # static keys/values cached at the first step: fairseq's attention ignores ``key`` then
         phrases = None if cached else self.decoder_phrases(encoder_out[PHRASE_REPS])
