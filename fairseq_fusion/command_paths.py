@@ -10,6 +10,10 @@ fairseq raises ``NotADirectoryError``, ``PermissionError`` or ``FileNotFoundErro
 - a split a translation data folder lacks (``--train-subset``, ``--valid-subset``, ``--gen-subset``);
 - a ``--restore-file`` that does not exist (fairseq trains from scratch without a word), a missing
   ``--finetune-from-model`` or both given (fairseq's ``ValueError`` tracebacks).
+
+And ``--user-dir`` naming this plugin's folder by another path (a link to it, ``..`` in it) in a process that has
+imported the plugin already (a notebook, the hub, fairseq's ``main`` called in-process): the plugin, not the
+"not globally unique" ``ImportError`` fairseq raises because it compares the spelling of the path.
 """
 import errno
 import functools
@@ -105,6 +109,19 @@ def _named_split(load_dataset):
             ) from None
 
     wrapper.patched_by_fairseq_fusion = True
+    return wrapper
+
+
+def _plugin_by_any_path(import_user_module):
+    plugin = os.path.dirname(os.path.realpath(__file__))
+
+    @functools.wraps(import_user_module)
+    def wrapper(args):
+        user_dir = getattr(args, "user_dir", None)
+        if user_dir is not None and os.path.realpath(user_dir) == plugin:
+            return None  # this plugin, imported already
+        return import_user_module(args)
+
     return wrapper
 
 

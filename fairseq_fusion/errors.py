@@ -121,14 +121,17 @@ def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     _previous(exc_type, exc, tb)
 
 
-_SHOWWARNING = []  # the showwarning ours replaced: every other warning still goes there
+def one_line_warnings(show):
+    """A ``warnings.showwarning`` that prints a ``FusionWarning`` as one line, without the code location a user
+    cannot act on, and passes every other warning to ``show``."""
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, FusionWarning):
+            print(WARNING_PREFIX + str(message), file=file if file is not None else sys.stderr)
+            return
+        show(message, category, filename, lineno, file, line)
 
-
-def _showwarning(message, category, filename, lineno, file=None, line=None):
-    if issubclass(category, FusionWarning):  # one line, without the code location a user cannot act on
-        print(WARNING_PREFIX + str(message), file=file if file is not None else sys.stderr)
-        return
-    _SHOWWARNING[-1](message, category, filename, lineno, file, line)
+    showwarning.one_line_warnings = True
+    return showwarning
 
 
 def install():
@@ -144,6 +147,5 @@ def install_excepthook():
 
 def install_warnings():
     """``FusionWarning``s as one line (without the excepthook: a hook set over ours, the tools', chains to it)."""
-    if warnings.showwarning is not _showwarning:
-        _SHOWWARNING.append(warnings.showwarning)
-        warnings.showwarning = _showwarning
+    if not getattr(warnings.showwarning, "one_line_warnings", False):
+        warnings.showwarning = one_line_warnings(warnings.showwarning)

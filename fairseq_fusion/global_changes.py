@@ -94,6 +94,10 @@ CHANGES = [
     Change("fairseq.tasks.translation.TranslationTask.load_dataset", "a missing split: one line naming it", ALL,
            "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "wrap command_paths._named_split"),
+    Change("fairseq.utils.import_user_module", "--user-dir naming the imported plugin by another path (a link, "
+           "`..`): the plugin, not fairseq's 'not globally unique' ImportError", ALL,
+           "tests/test_refusals.py::test_user_dir_by_another_path_is_the_imported_plugin",
+           "wrap command_paths._plugin_by_any_path"),
     Change("sys.meta_path", "patches fairseq_cli's command modules whenever they are imported (cli_hooks.py)", ALL,
            "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split", "cli_hooks.install"),
     Change("fairseq_cli.generate.main", "an unusable --results-path: one line naming the flag", ALL,

@@ -1,8 +1,5 @@
-"""Shared fixtures: a binarized slice of the real Multi30k data, small model args, CLI runner."""
-import contextlib
+"""Shared fixtures: a binarized slice of the real Multi30k data, small model args, the CLI runner."""
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -11,10 +8,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import fairseq_fusion  # noqa: F401  (registers archs, allow-lists checkpoint classes)
 from fairseq_fusion_tools import data_paths
 
-import forked_cli
+import cli_runner
 
 REPO = data_paths.REPO_ROOT
-BIN = os.path.dirname(sys.executable)
+BIN = cli_runner.BIN
 
 # a small model for CLI runs: fast on 2 CPU cores
 SMALL_MODEL_ARGS = [
@@ -63,20 +60,13 @@ def write_dicts(directory, vocab, langs=("src", "tgt")):
     return str(directory)
 
 
-def run_cli(cmd, cwd=None, env=None, check=True, fresh=False, stdin=None):
-    """Run a console script of this environment; on failure show its output. It runs in a fork of this process
-    (forked_cli: its own process without the 5 s of imports) unless ``fresh`` or the fork cannot run it the same;
-    FUSION_TEST_FRESH=1 runs every command in a new interpreter. ``stdin``: a file given as its standard input."""
-    exe = os.path.join(BIN, cmd[0])
-    full_env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
-    if not fresh and not os.environ.get("FUSION_TEST_FRESH") and forked_cli.fork_ok(cmd, cwd):
-        full_env = shell_env(full_env)  # the commands it starts in turn are forks too
-        rc, out, err = forked_cli.run_forked(exe, cmd, cwd, full_env, stdin)
-        proc = subprocess.CompletedProcess([exe] + list(cmd[1:]), rc, out, err)
-    else:
-        with open(stdin, "rb") if stdin is not None else contextlib.nullcontext() as stdin_file:
-            proc = subprocess.run([exe] + list(cmd[1:]), cwd=cwd, env=full_env, stdin=stdin_file, capture_output=True,
-                                  text=True)
+def run_cli(cmd, cwd=None, env=None, check=True, stdin=None, process=False):
+    """Run console script ``cmd[0]`` with ``cmd[1:]``: its entry point in this process (cli_runner.run_in_process,
+    as fairseq's tests call main), or with ``process`` a new process (for what only a process shows: exit as the
+    interpreter ends it, signals, a second plugin folder). ``stdin``: a file given as its standard input. With
+    ``check``, a non-zero exit fails the test and shows the output."""
+    run = cli_runner.run_process if process else cli_runner.run_in_process
+    proc = run(cmd, cwd=cwd, env=dict(env or {}, OMP_NUM_THREADS="1"), stdin=stdin)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
     return proc
@@ -96,35 +86,10 @@ def build_model(data_dir, arch, *flags, seed=1, task="translation", langs=("src"
     return t.build_model(args), t, args
 
 
-_ZYGOTE = []
-
-
-def _zygote():
-    if not _ZYGOTE:
-        import atexit
-
-        import zygote
-
-        _ZYGOTE.append(zygote.Zygote())
-        atexit.register(_ZYGOTE[0].close)
-    return _ZYGOTE[0]
-
-
 def shell_env(env):
-    """``env`` for a shell command (a documented command, a recipe): the console scripts it starts run as forks of a
-    server that has imported torch, fairseq and the plugin once (zygote.py); FUSION_TEST_FRESH=1: new interpreters."""
-    if os.environ.get("FUSION_TEST_FRESH"):
-        return env
-    return _zygote().env(env)
-
-
-def shell_venv(dest):
-    """A copy's ``.venv`` at ``dest``: this environment, its console scripts and ``python`` as the shims of
-    ``shell_env`` (the Makefile puts ``.venv/bin`` first on PATH); FUSION_TEST_FRESH=1: a link to the environment."""
-    if os.environ.get("FUSION_TEST_FRESH"):
-        os.symlink(sys.prefix, dest)
-    else:
-        _zygote().venv_view(dest)
+    """``env`` for a shell command (a documented command, a recipe): this environment's console scripts first on
+    PATH, one OpenMP thread per command."""
+    return dict(env, PATH=BIN + os.pathsep + env.get("PATH", ""), OMP_NUM_THREADS="1")
 
 
 def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extra=()):

@@ -305,8 +305,6 @@ reg("make test", "make", run=f"{MAKE} -n test", local="the whole test suite, thi
     out=r"FUSION_DATA=\S+ \.venv/bin/pytest -q -n \d+ tests")
 reg("make test TEST_WORKERS=1", "make", run=f"{MAKE} -n test TEST_WORKERS=1", local="the whole test suite: make -n",
     out=r"\.venv/bin/pytest -q -n 1 tests")
-reg("FUSION_TEST_FRESH=1 make test", "make", run=f"FUSION_TEST_FRESH=1 {MAKE} -n test",
-    local="the whole test suite, every command in a new interpreter: make -n", out=r"\.venv/bin/pytest -q -n \d+ tests")
 reg("make demo ARCH=<arch>", "make", run=f"{MAKE} -n demo ARCH=transformer_phrase",
     local="make demo runs in full above; make -n shows ARCH reaching it", out=r"ARCH=transformer_phrase .*bash examples/demo.sh")
 reg("make install", "make", run="make -n -W Makefile install", local="installs packages: make -n (the stamp taken as outdated)",

@@ -6,7 +6,6 @@ repository's files, cwd of every command) beside `shared/data`; `data-bin` there
 import contextlib
 import gzip
 import importlib
-import io
 import os
 import re
 import shlex
@@ -17,7 +16,8 @@ import sys
 import pytest
 import torch
 
-from conftest import BIN, REPO, shell_env, shell_venv, train_args, write_dicts
+import cli_runner
+from conftest import BIN, REPO, run_cli, train_args, write_dicts
 import documented_commands as dc
 from fairseq_fusion_tools import data_paths
 
@@ -85,20 +85,14 @@ def tiny_shared_data(root, n=dc.TINY_SHARED_LINES):
 
 @pytest.fixture(scope="session")
 def doc_checkpoint(multi30k_slice, tmp_path_factory):
-    """arch -> a checkpoint_best.pt of 2 updates on the slice (conftest's small model), trained once in-process."""
-    from fairseq import options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from fairseq_cli import train
-
+    """arch -> a checkpoint_best.pt of 2 updates on the slice (conftest's small model), trained once."""
     made = {}
 
     def get(arch):
         if arch not in made:
             save = str(tmp_path_factory.mktemp(f"ckpt_{arch}"))
-            argv = train_args(multi30k_slice, save, arch=arch, max_update=2, extra=["--no-epoch-checkpoints"])[1:]
-            argv = argv[:1] + argv[3:]  # --user-dir: the plugin is imported here already
-            train.main(convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv)))
-            made[arch] = os.path.join(save, "checkpoint_last.pt")  # (best: fairseq keeps the best loss per process)
+            run_cli(train_args(multi30k_slice, save, arch=arch, max_update=2, extra=["--no-epoch-checkpoints"]))
+            made[arch] = os.path.join(save, "checkpoint_best.pt")
         return made[arch]
     return get
 
@@ -116,9 +110,7 @@ def make_layout(root, group, multi30k_slice, doc_checkpoint):
             for name in files:
                 os.symlink(os.path.join(top, name), os.path.join(dst, name))
     for name in os.listdir(REPO):
-        if name == ".venv" and os.path.realpath(os.path.join(REPO, name)) == os.path.realpath(sys.prefix):
-            shell_venv(os.path.join(repo, name))  # make's .venv/bin first on PATH: the same shims as shell_env's
-        elif name not in NOT_CLONED:
+        if name not in NOT_CLONED:
             os.symlink(os.path.join(REPO, name), os.path.join(repo, name))
     if group not in dc.GROUP_NO_DATA_BIN:
         link_dir(multi30k_slice, os.path.join(repo, "data-bin"))
@@ -283,7 +275,7 @@ def environment(repo, entry, extra_path=()):
         env.pop(name, None)
     env["PATH"] = os.pathsep.join([*extra_path, BIN, env.get("PATH", "")])
     env.update(entry.env)
-    return env if extra_path else shell_env(env)  # stubs stand in for the commands themselves
+    return env
 
 
 def bash(cmd, cwd, env, stdin=None):
@@ -326,22 +318,51 @@ def tool_parser(prog):
     return owner.get_parser()
 
 
-def run_tool(argv, cwd, env, capfd):
-    """A fusion-* console script in this process, as its entry point runs it."""
-    capfd.readouterr()
-    rc = 0
-    with inside(cwd, env), contextlib.redirect_stdout(io.StringIO()) as out:
-        old_argv = sys.argv
-        sys.argv = argv
-        try:
-            tool_module(argv[0]).cli_main()
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            print(e.code, file=sys.stderr) if not isinstance(e.code, int) and e.code else None
-        finally:
-            sys.argv = old_argv
-    captured = capfd.readouterr()
-    return rc, out.getvalue() + captured.out + captured.err
+ONE_COMMAND = re.compile(r'^(?:echo "(?P<echo>[^"]*)" \| )?(?P<command>[^|;&`]*)$')
+
+
+def one_command(cmd, cwd, env):
+    """A documented command that is one console script of this environment with the shell words a user types around
+    it, as (argv, environment, standard input text, file its stdout goes to): VAR=value before it, $VAR,
+    $(fusion-user-dir), globs, `< FILE`, `> FILE`, `echo "TEXT" |`. None for anything else (make, scripts, loops,
+    pipes to other programs): that runs in bash."""
+    m = ONE_COMMAND.match(cmd.replace("$(fusion-user-dir)", cli_runner.plugin_dir()))
+    if not m or "$(" in m["command"]:
+        return None
+    words, assigned = argv_of(re.sub(r"\$(\w+)", lambda v: env.get(v[1], ""), m["command"]), cwd), {}
+    while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+        key, value = words.pop(0).split("=", 1)
+        assigned[key] = value
+    stdin, stdout = m["echo"] and m["echo"] + "\n", None
+    for op in ("<", ">"):
+        if op in words:
+            at = words.index(op)
+            path = os.path.join(cwd, words[at + 1])
+            if op == "<":
+                with open(path, encoding="utf-8") as f:
+                    stdin = f.read()
+            else:
+                stdout = path
+            del words[at:at + 2]
+    if not words or not cli_runner.is_console_script(words[0]):
+        return None
+    return words, assigned, stdin, stdout
+
+
+def run_in_process(form, cwd, env):
+    """(exit status, output) of ``one_command``'s form run in this process: its stdout to its file or the output."""
+    argv, assigned, stdin_text, stdout_file = form
+    stdin = None
+    if stdin_text is not None:
+        stdin = os.path.join(os.path.dirname(cwd), "stdin.txt")
+        with open(stdin, "w", encoding="utf-8") as f:
+            f.write(stdin_text)
+    proc = cli_runner.run_in_process(argv, cwd=cwd, env=dict(env, **assigned), stdin=stdin)
+    if stdout_file is None:
+        return proc.returncode, proc.stdout + proc.stderr
+    with open(stdout_file, "w", encoding="utf-8") as f:
+        f.write(proc.stdout)
+    return proc.returncode, proc.stderr
 
 
 FAIRSEQ_PARSERS = {"fairseq-train": "get_training_parser", "fairseq-generate": "get_generation_parser",
@@ -400,8 +421,8 @@ def check_flags(text, repo, env):
 
 def write_stubs(stub_dir):
     os.makedirs(stub_dir, exist_ok=True)
-    with open(os.path.join(stub_dir, "python"), "w") as f:  # the shims' python (a fork) where there are shims
-        f.write(f'#!/bin/bash\nexec "{shell_env({}).get("PYTHON", sys.executable)}" "$@"\n')
+    with open(os.path.join(stub_dir, "python"), "w") as f:  # this environment's python
+        f.write(f'#!/bin/bash\nexec "{sys.executable}" "$@"\n')
     for name in STUBBED:
         with open(os.path.join(stub_dir, name), "w") as f:
             f.write("#!/bin/bash\n"
@@ -413,7 +434,7 @@ def write_stubs(stub_dir):
         os.chmod(os.path.join(stub_dir, name), 0o755)
 
 
-def run_entry(text, entry, repo, capfd):
+def run_entry(text, entry, repo):
     """(exit status, output) of one documented command, run the way its entry says."""
     cwd = os.path.join(repo, entry.cwd) if entry.cwd else repo
     os.makedirs(cwd, exist_ok=True)
@@ -448,10 +469,8 @@ def run_entry(text, entry, repo, capfd):
             if argv[0] in FAIRSEQ_PARSERS or argv[0] in ("fusion-benchmark", "fusion-prepare-text"):
                 parse_command(argv, cwd)
         return rc, out
-    argv = argv_of(cmd, cwd)
-    if argv[0].startswith("fusion-") and not re.search(r"[|&;<>$`]", cmd) and argv[0] != "fusion-user-dir":
-        return run_tool(argv, cwd, env, capfd)
-    return bash(cmd, cwd, env, stdin=entry.stdin)
+    form = one_command(cmd, cwd, env) if entry.stdin is None else None
+    return run_in_process(form, cwd, env) if form else bash(cmd, cwd, env, stdin=entry.stdin)
 
 
 def expectation_failures(entry, rc, out, repo):
@@ -468,7 +487,7 @@ def expectation_failures(entry, rc, out, repo):
 
 
 @pytest.mark.parametrize("group", GROUPS)
-def test_documented_commands_run(group, documented, multi30k_slice, doc_checkpoint, tmp_path, capfd):
+def test_documented_commands_run(group, documented, multi30k_slice, doc_checkpoint, tmp_path):
     where = {}
     for d in documented:
         where.setdefault(dc.normalize(d.text), []).append(d)
@@ -480,7 +499,7 @@ def test_documented_commands_run(group, documented, multi30k_slice, doc_checkpoi
         text = doc.text if entry.mode == "python" else key
         before = [f for f in entry.files if os.path.exists(os.path.join(repo, f))]
         assert not before, f"{doc.where}: {before} exist before the command"
-        rc, out = run_entry(text, entry, repo, capfd)
+        rc, out = run_entry(text, entry, repo)
         bad = expectation_failures(entry, rc, out, repo)
         label = f"{doc.where} ({entry.local or 'runs as written'}): {entry.command(key) if entry.mode != 'python' else 'python'}"
         if entry.xfail:

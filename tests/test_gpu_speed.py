@@ -46,7 +46,7 @@ def test_environment_variable_keeps_torchs_default(cudnn_attention_restored):
 def test_bad_environment_value_is_one_line_at_plugin_import():
     from fairseq_fusion_tools.data_paths import PLUGIN_DIR
 
-    proc = run_cli(["fairseq-train", "--user-dir", PLUGIN_DIR, "--help"], env={"FUSION_CUDNN_ATTENTION": "yes"}, check=False, fresh=True)
+    proc = run_cli(["fairseq-train", "--user-dir", PLUGIN_DIR, "--help"], env={"FUSION_CUDNN_ATTENTION": "yes"}, check=False, process=True)
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("fairseq-fusion: error: FUSION_CUDNN_ATTENTION=yes") and "Traceback" not in proc.stderr

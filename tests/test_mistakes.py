@@ -226,9 +226,9 @@ def test_mistake_is_one_line(files, tmp_path, command, mistake, argv, expected):
 
 
 def test_a_new_interpreter_says_the_same_line(files, tmp_path):
-    """The forked runner above shares the test process's hooks; a real command start installs them itself."""
+    """The in-process runner above shares the test process's hooks; a real command start installs them itself."""
     argv = ["fusion-score-bleu", "--hyp", files["latin1"], "--hyp-format", "detok", "--ref", files["ref"], "-t", "de"]
-    one_line_refusal(run_cli(argv, check=False, fresh=True), ["--hyp", files["latin1"], "line 2", "UTF-8"])
+    one_line_refusal(run_cli(argv, check=False, process=True), ["--hyp", files["latin1"], "line 2", "UTF-8"])
 
 
 def test_errors_on_paths_the_user_did_not_give_keep_their_traceback(tmp_path, monkeypatch):

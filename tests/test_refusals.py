@@ -259,3 +259,20 @@ def test_fairseq_train_refuses_a_checkpoint_to_start_from_that_is_not_there(mult
                    check=False)
     one_line_refusal(proc, *[e.format(**fill) for e in expected])
     assert not save.exists() or not os.listdir(save)
+
+
+def test_user_dir_by_another_path_is_the_imported_plugin(tmp_path):
+    """In a process that imported the plugin (conftest did), --user-dir naming its folder through a link or with
+    `..` is the plugin; another folder of the same name is still fairseq's "not globally unique" ImportError."""
+    import argparse
+
+    from fairseq import utils
+
+    os.symlink(USER_DIR, tmp_path / "fairseq_fusion")
+    for spelling in (str(tmp_path / "fairseq_fusion"), os.path.join(REPO, "tests", "..", "fairseq_fusion")):
+        assert utils.import_user_module(argparse.Namespace(user_dir=spelling)) is None
+    other = tmp_path / "other" / "fairseq_fusion"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    with pytest.raises(ImportError, match="not globally unique"):
+        utils.import_user_module(argparse.Namespace(user_dir=str(other)))
