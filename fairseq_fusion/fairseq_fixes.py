@@ -1,4 +1,4 @@
-"""Narrow patches of four fairseq 0.12 bugs that change what users measure (0.12.0-0.12.3; the diverse beam search
+"""Narrow patches of six fairseq 0.12 bugs that change what users measure (0.12.0-0.12.3; the diverse beam search
 bug is in fairseq's main branch too).
 
 - ``data_utils.batch_by_size`` drops the last batch when its size is not a multiple of
@@ -21,8 +21,21 @@ bug is in fairseq's main branch too).
   narrowed as sentences finish): ``--diverse-beam-groups`` ends in ``IndexError`` at step 1 of any batch but the
   first, for every arch (fairseq's tests pass samples without ids, which count 0..bsz-1). We pass it each sentence's
   row in the step-0 batch instead, which is what it indexes.
+- ``--encoder-layers-to-keep`` / ``--decoder-layers-to-keep`` are declared ``List[int]``, so fairseq-train's parser
+  gives a list ([0, 2]), but ``TransformerModel.build_model`` and ``checkpoint_utils.prune_state_dict`` split the
+  string "0,2": ``AttributeError: 'list' object has no attribute 'split'`` for fairseq's ``transformer`` too. Before
+  the build we write the list back as that string, in the arguments fairseq keeps (so ``prune_state_dict``, given the
+  same arguments at load time, and the saved checkpoint read the string too).
+- A model trained with ``--encoder-layers-to-keep 0,2`` from scratch is saved with its kept layers numbered 0, 1 and
+  the option still in its configuration, so loading it prunes them again (keeps layer 0, finds no layer 2) and ends
+  in "Missing key(s)". ``prune_state_dict`` now leaves a side whose checkpoint already holds exactly as many layers
+  as the option keeps (a full model holds more); every other checkpoint is pruned as before.
 """
+import contextlib
+import re
+
 import numpy as np
+from omegaconf import OmegaConf, open_dict
 
 
 def _keep_last_batch(batch_by_size):
@@ -64,6 +77,34 @@ def _flat_bf16_on_cuda(build_optimizer):
     wrapper.patched_by_fairseq_fusion = True
     wrapper.fairseq_build_optimizer = build_optimizer  # fairseq's own (tests compare with it)
     return classmethod(wrapper)
+
+
+def _layers_to_keep_as_text(build_model):
+    def wrapper(cls, args, task, *rest, **kwargs):
+        for side in ("encoder", "decoder"):
+            keep = getattr(args, f"{side}_layers_to_keep", None)
+            if keep is not None and not isinstance(keep, str):  # a list, or an OmegaConf ListConfig
+                setattr(args, f"{side}_layers_to_keep", ",".join(str(layer) for layer in keep))
+        return build_model(cls, args, task, *rest, **kwargs)
+
+    wrapper.patched_by_fairseq_fusion = True
+    return classmethod(wrapper)
+
+
+def _prune_unpruned_only(prune_state_dict):
+    def wrapper(state_dict, model_cfg):
+        for side in ("encoder", "decoder"):
+            keep = getattr(model_cfg, f"{side}_layers_to_keep", None) if model_cfg else None
+            if not isinstance(keep, str) or not keep:
+                continue
+            layers = {m.group(1) for m in map(re.compile(rf"^{side}.*\.layers\.(\d+)").search, state_dict) if m}
+            if len(layers) == len(keep.split(",")):  # already pruned (what prune_state_dict would then set)
+                with open_dict(model_cfg) if OmegaConf.is_config(model_cfg) else contextlib.nullcontext():
+                    setattr(model_cfg, f"{side}_layers_to_keep", None)
+        return prune_state_dict(state_dict, model_cfg)
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper
 
 
 def _overlap_rows_not_ids(step_fn):

@@ -66,6 +66,13 @@ CHANGES = [
     Change("fairseq.search.DiverseBeamSearch.step", "fairseq bug: --diverse-beam-groups ends in IndexError",
            BUGS + " and main", "tests/test_diverse_beam_search.py::test_batch_with_dataset_ids_equals_each_sentence_"
            "alone", "wrap fairseq_fixes._overlap_rows_not_ids"),
+    Change("fairseq.models.transformer.transformer_legacy.TransformerModel.build_model", "fairseq bug: "
+           "--encoder-layers-to-keep / --decoder-layers-to-keep end in AttributeError (a list split as a string)",
+           BUGS, "tests/test_fairseq_options.py::test_layers_to_keep_on_the_command_line_build_and_load",
+           "wrap fairseq_fixes._layers_to_keep_as_text func"),
+    Change("fairseq.checkpoint_utils.prune_state_dict", "fairseq bug: a model trained with --encoder-layers-to-keep "
+           "is pruned again when loaded (Missing key(s))", BUGS, "tests/test_fairseq_options.py::test_layers_to_keep_"
+           "on_the_command_line_build_and_load", "wrap fairseq_fixes._prune_unpruned_only"),
     # bad input as one line (entry_checks.py, resume_check.py, command_paths.py)
     Change("fairseq.checkpoint_utils.load_checkpoint_to_cpu", "a missing, cut or corrupt checkpoint and unknown "
            "--model-overrides keys: one line", ALL, "tests/test_checkpoint_files.py::test_fairseq_generate_refuses_a_"
