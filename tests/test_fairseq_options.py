@@ -89,6 +89,8 @@ SURFACE_FUSION = [a for a in ARCHS if a.startswith("transformer_surface_fusion")
 LAYER_ATTENTION = ["transformer_coarse_layer_attention", "transformer_fine_grained_layer_attention",
                    "transformer_fine_grained_layer_attention_big", "transformer_phrase", "transformer_phrase_big"]
 MULTILAYER_ATTENTION = ["transformer_multilayer_attention", "transformer_multilayer_attention_k3"]
+# multi-layer attention reads the k layers below a layer: at TINY's 2 layers none is above k (3) and it stays off
+DEEPER = {arch: ["--encoder-layers", "4", "--decoder-layers", "4"] for arch in MULTILAYER_ATTENTION}
 DECODER_SHORTCUTS = [  # lexical shortcuts on the decoder's self-attention
     "transformer_lexical_shortcuts", "transformer_lexical_shortcuts_ff", "transformer_lexical_shortcuts_ff_big",
     "transformer_lexical_shortcuts_ff_decoder_only", "transformer_lexical_shortcuts_ff_nonlexical",
@@ -150,7 +152,7 @@ def build(arch, data_dir, flags=(), overrides=None, seed=1):
     if "label_smoothed" in " ".join(criterion):
         criterion += ["--label-smoothing", "0.1"]
     args = options.parse_args_and_arch(options.get_training_parser(), [
-        data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch, "--cpu", *TINY, *criterion,
+        data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch, "--cpu", *TINY, *DEEPER.get(arch, []), *criterion,
         *flags])
     for key, value in (overrides or {}).items():
         setattr(args, key, value)
