@@ -96,6 +96,12 @@ def release(lock_path):
         lock.release()
 
 
+def release_all():
+    """Free every lock this process holds: a command run in-process (its ``main`` called from Python) has ended."""
+    for lock_path in list(_HELD):
+        release(lock_path)
+
+
 def claim(lock_path, what):
     """Hold ``lock_path`` until the process exits: a lock taken with the kernel (``filelock``), so it is free again
     when its process ends in any way, SIGKILL and out-of-memory kills included. The (empty) lock file stays.

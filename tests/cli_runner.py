@@ -25,6 +25,10 @@ BIN = os.path.dirname(sys.executable)  # this environment's console scripts
 # print(logging.root.handlers, logging.root.level)"): fairseq_cli.train configures stdout at INFO; the others keep
 # the stderr handler that importing fairseq leaves
 LOG_TO_STDOUT = {"fairseq-train"}
+# the warnings module's default filters ("Default Warning Filter" in Python's documentation)
+PYTHON_DEFAULT_FILTERS = [("default", DeprecationWarning, "__main__"), ("ignore", DeprecationWarning, ""),
+                          ("ignore", PendingDeprecationWarning, ""), ("ignore", ImportWarning, ""),
+                          ("ignore", ResourceWarning, "")]
 LOG_FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"
 
 
@@ -49,9 +53,9 @@ def plugin_dir():
 
 @contextlib.contextmanager
 def command_state(argv, cwd=None, env=None, stdin=None):
-    """argv, working folder, environment and standard input (a file path, or None: empty) of one command."""
+    """argv, working folder, environment and standard input (a file path; None: empty) of one command."""
     old = (sys.argv, os.getcwd(), dict(os.environ), sys.stdin)
-    with open(stdin, encoding="utf-8") if stdin is not None else contextlib.nullcontext(io.StringIO()) as stdin_file:
+    with open(stdin if stdin is not None else os.devnull, encoding="utf-8") as stdin_file:
         sys.argv, sys.stdin = [os.path.join(BIN, argv[0])] + list(argv[1:]), stdin_file
         os.environ.update(env or {})
         if cwd is not None:
@@ -68,23 +72,34 @@ def command_state(argv, cwd=None, env=None, stdin=None):
 @contextlib.contextmanager
 def captured_output(prog):
     """(stdout, stderr) StringIOs receiving what the command prints, its log records and its warnings."""
-    from fairseq_fusion import errors
+    from fairseq_fusion import errors, quiet
 
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
     old_handlers, old_level = root.handlers[:], root.level
+    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)]
+    added = {id(lg): lg.handlers[:] for lg in loggers}  # what a command adds (fairseq-preprocess: a log file)
     handler = logging.StreamHandler(out if prog in LOG_TO_STDOUT else err)
     handler.setFormatter(logging.Formatter(LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S"))
     root.handlers = [handler]
     root.setLevel(logging.INFO)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-            # warnings print on the command's stderr (pytest would record them), the plugin's as one line
+            # the warning filters a new interpreter has (not pytest's), with the plugin's; warnings print on the
+            # command's stderr (pytest would record them), the plugin's as one line
+            warnings.resetwarnings()
+            for action, category, module in PYTHON_DEFAULT_FILTERS:
+                warnings.filterwarnings(action, category=category, module=module, append=True)
+            quiet.filter_warnings()
             warnings.showwarning = errors.one_line_warnings(print_warning)
             yield out, err
     finally:
         root.handlers = old_handlers
         root.setLevel(old_level)
+        for lg in loggers:
+            for handler in lg.handlers[len(added[id(lg)]):]:
+                handler.close()
+            lg.handlers = added[id(lg)]
 
 
 def print_warning(message, category, filename, lineno, file=None, line=None):
@@ -112,6 +127,8 @@ def forget_best_checkpoint():
 
 def run_in_process(argv, cwd=None, env=None, stdin=None):
     """CompletedProcess of console script ``argv[0]`` run with ``argv[1:]`` in this process."""
+    from fairseq_fusion_tools import atomic_files
+
     main = entry_point(argv[0])
     forget_best_checkpoint()
     with command_state(argv, cwd, env, stdin), captured_output(argv[0]) as (out, err):
@@ -124,6 +141,7 @@ def run_in_process(argv, cwd=None, env=None, stdin=None):
             returncode = 1
         finally:
             sys.stdout.flush()
+            atomic_files.release_all()  # the --out locks a process holds until it exits
     return subprocess.CompletedProcess(list(argv), returncode, out.getvalue(), err.getvalue())
 
 

@@ -325,7 +325,7 @@ def one_command(cmd, cwd, env):
     """A documented command that is one console script of this environment with the shell words a user types around
     it, as (argv, environment, standard input text, file its stdout goes to): VAR=value before it, $VAR,
     $(fusion-user-dir), globs, `< FILE`, `> FILE`, `echo "TEXT" |`. None for anything else (make, scripts, loops,
-    pipes to other programs): that runs in bash."""
+    pipes, other programs): that runs in bash."""
     m = ONE_COMMAND.match(cmd.replace("$(fusion-user-dir)", cli_runner.plugin_dir()))
     if not m or "$(" in m["command"]:
         return None
@@ -344,8 +344,8 @@ def one_command(cmd, cwd, env):
             else:
                 stdout = path
             del words[at:at + 2]
-    if not words or not cli_runner.is_console_script(words[0]):
-        return None
+    if not words or not words[0].startswith(("fairseq-", "fusion-")) or not cli_runner.is_console_script(words[0]):
+        return None  # other programs' console scripts (sacrebleu) reopen the process's standard streams
     return words, assigned, stdin, stdout
 
 

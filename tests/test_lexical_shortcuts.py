@@ -12,7 +12,7 @@ from fairseq import options, tasks
 from fairseq.data import data_utils
 from fairseq.sequence_generator import SequenceGenerator
 
-from fairseq_fusion.models.seams import LayerContext, StackContext
+from fairseq_fusion.seams import LayerContext, StackContext
 from fairseq_fusion.modules.lexical_shortcuts import ShortcutMultiheadAttention
 
 SMALL = [

@@ -62,7 +62,7 @@ def test_a_complete_write_replaces_with_the_usual_permissions(tmp_path):
 HOLD = """import sys, time
 from filelock import FileLock
 lock = FileLock(sys.argv[1])
-lock.acquire()
+lock.acquire(timeout=30)  # a lock never freed: a failure, not a hang
 print("held", flush=True)
 time.sleep(60)
 """
@@ -134,7 +134,7 @@ def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, m
     finally:
         holder.kill()
         holder.wait()
-    run_cli(argv)
+    run_cli(argv, process=True)  # what its exit does
     assert sorted(os.listdir(tmp_path / "res")) == ["OUT.json", "OUT.lock", "OUT.png"]  # the empty lock file stays
     holder = _holder(tmp_path / "res" / "OUT.lock")  # and is free: the command released it at exit
     holder.kill()

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .fusion_layers import FusionDecoderLayer, enumerate_layers
 from .layer_stack import LayerStackMixin
-from .seams import StackContext
+from ..seams import StackContext
 
 
 class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):

@@ -25,7 +25,7 @@ from torch import Tensor
 from .. import host_sync
 from .fusion_layers import FusionEncoderLayer, enumerate_layers
 from .layer_stack import LayerStackMixin
-from .seams import StackContext
+from ..seams import StackContext
 
 # batch dimension of each entry of the encoder output (all entries are lists of tensors)
 ENCODER_OUT_BATCH_DIMS = {

@@ -27,7 +27,7 @@ from fairseq.modules.transformer_layer import (
     TransformerEncoderLayerBase,
 )
 from torch import Tensor, nn
-from .seams import LayerContext, StackContext
+from ..seams import LayerContext, StackContext
 
 
 def enumerate_layers(layers):

@@ -10,7 +10,7 @@ from fairseq.distributed import fsdp_wrap
 from torch import Tensor
 
 from .layer_checkpoint import checkpoint_layer
-from .seams import StackContext
+from ..seams import StackContext
 
 
 class LayerStackMixin:

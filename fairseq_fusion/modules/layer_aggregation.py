@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from .. import fusion_options
 from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
-from ..models.seams import LayerContext
+from ..seams import LayerContext
 
 KINDS = ("none", "dense", "linear", "iterative", "hierarchical")
 # the options that build AGG (Eq. 7) and so read --aggregation-function/--aggregation-residual

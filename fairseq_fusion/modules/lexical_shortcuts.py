@@ -43,7 +43,7 @@ from torch import Tensor
 from .. import fusion_options
 from ..fusion_options import REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
-from ..models.seams import LayerContext
+from ..seams import LayerContext
 
 # where E comes from: the stack's own embedding layer, or the encoder's (decoder-to-encoder)
 SOURCES = ("layer", "tokens")

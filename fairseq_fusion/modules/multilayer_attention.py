@@ -45,7 +45,7 @@ from .. import fusion_options
 from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup, Range
 from .layer_aggregation import Aggregation, sides
 from ..errors import FusionError
-from ..models.seams import LayerContext
+from ..seams import LayerContext
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from .phrase_segmentation import PhraseSegmenter, Segmentation
 from ..errors import FusionError
-from ..models.seams import LayerContext
+from ..seams import LayerContext
 
 PHRASE_REPS = "phrase_reps"
 PHRASE_PADDING_MASK = "phrase_padding_mask"

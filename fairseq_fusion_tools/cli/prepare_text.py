@@ -468,7 +468,13 @@ def run_preprocess(argv):
     from fairseq_cli import preprocess
 
     print("| fairseq-preprocess " + shlex.join(argv), flush=True)
-    preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+    handlers = preprocess.logger.handlers[:]
+    try:
+        preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+    finally:  # fairseq adds a handler writing DESTDIR/preprocess.log for every call, and never removes it
+        for handler in preprocess.logger.handlers[len(handlers):]:
+            handler.close()
+        preprocess.logger.handlers = handlers
 
 
 def binarize(args, train, valid, tests, extra=()):
