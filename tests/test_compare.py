@@ -174,11 +174,11 @@ def _average_of(paths):
     return {k: sum(s[k].double() for s in states) / len(states) for k in states[0]}
 
 
-def test_compare_end_to_end_protocols_resume_and_refusals(slice_small_test, tmp_path):
+def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test, tmp_path):
     """The papers' protocols: the transformer (Vaswani) and the hierarchical aggregation (Dou, second stage from
     the transformer's checkpoint, tested against the transformer continued as long) by the average of their last
     5 checkpoints, the simplified decoder (Yang) by its best validation loss; each tested against the baseline
-    with the same selection."""
+    with the same selection. Then a second call, an interrupted run, refusals, and --jobs 3."""
     work = str(tmp_path / "work")
     readme = tmp_path / "README.md"
     readme.write_text("<!-- RESULTS TABLE -->\n<!-- /RESULTS TABLE -->\n")
@@ -288,6 +288,20 @@ def test_compare_end_to_end_protocols_resume_and_refusals(slice_small_test, tmp_
         "fairseq-fusion: error: fusion-compare: the protocols average the last 5 checkpoints, but --max-update 4 with "
         "--save-interval-updates 1 saves 4: lower --save-interval-updates, or use --protocol same")
     assert not os.path.exists(tmp_path / "w3")
+
+    # --jobs 3 (runs trained and translated at once) gives the translations of the runs above, trained one at a
+    # time; a second stage (Dou's arch, the baseline continued) starts after its baseline's run has finished
+    three = str(tmp_path / "three")
+    _compare(slice_small_test, three, "--seeds", "1", "--jobs", "3")
+    for name, row in rows.items():
+        select = row["protocol"]["select"]
+        outputs = [open(os.path.join(w, "runs", name, "seed1", "eval", f"test.{select}.detok")).read() for w in (work, three)]
+        assert outputs[0] == outputs[1], name
+    finished = os.path.getmtime(os.path.join(three, "runs", "transformer", "seed1", "train.json"))
+    for name in (cont, hier):
+        first_line = open(os.path.join(three, "runs", name, "seed1", "train.log")).readline()
+        started = re.match(r"# (\S+ \S+) ", first_line).group(1)
+        assert time.mktime(time.strptime(started, "%Y-%m-%d %H:%M:%S")) >= int(finished), name
 
 
 def test_recipe_systems_are_valid(multi30k_slice, tmp_path):

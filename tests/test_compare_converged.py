@@ -1,10 +1,8 @@
-"""fusion-compare's converged table on one GPU: --jobs N (runs trained and translated at once give the translations
-the one-at-a-time runs give; a second stage starts after its baseline) and --budget-from-curve (the budget read off
-fairseq's own validation BLEU curve), with the README's second marker pair."""
+"""fusion-compare's converged table on one GPU: --budget-from-curve (the budget read off fairseq's own validation BLEU
+curve), with the README's second marker pair (--jobs N: tests/test_compare.py's end-to-end test)."""
 import json
 import os
 import re
-import time
 
 import pytest
 
@@ -34,25 +32,6 @@ def _compare(data, work, *extra, check=True):
     return run_cli(["fusion-compare", data, "--work", work, "--size", "tiny", "--seeds", "1", *SYSTEMS,
                     "--save-interval-updates", "1", "--log-interval", "1", "--bootstrap-samples", "100",
                     "--test-subsets", "test", *extra], check=check)
-
-
-def test_jobs_give_the_sequential_translations_and_wait_for_first_stages(slice_small_test, tmp_path):  # noqa: F811
-    one, three = str(tmp_path / "one"), str(tmp_path / "three")
-    _compare(slice_small_test, one, "--max-update", "5")
-    _compare(slice_small_test, three, "--max-update", "5", "--jobs", "3")
-    rows = {w: json.load(open(os.path.join(w, "results.json")))["rows"] for w in (one, three)}
-    assert [r["system"] for r in rows[one]] == [r["system"] for r in rows[three]] and len(rows[one]) == 4
-    for row in rows[one]:
-        select = row["protocol"]["select"]
-        outputs = [open(os.path.join(w, "runs", row["system"], "seed1", "eval", f"test.{select}.detok")).read()
-                   for w in (one, three)]
-        assert outputs[0] == outputs[1], row["system"]
-    # the second stages (Dou's arch, the baseline continued) started after the baseline's run had finished
-    finished = os.path.getmtime(os.path.join(three, "runs", "transformer", "seed1", "train.json"))
-    for name in ("transformer+continued", "transformer_hierarchical_aggregation"):
-        first_line = open(os.path.join(three, "runs", name, "seed1", "train.log")).readline()
-        started = re.match(r"# (\S+ \S+) ", first_line).group(1)
-        assert time.mktime(time.strptime(started, "%Y-%m-%d %H:%M:%S")) >= int(finished), name
 
 
 def test_budget_from_the_baselines_curve_into_the_second_readme_table(slice_small_test, tmp_path):  # noqa: F811

@@ -18,6 +18,7 @@ import torch
 
 import cli_runner
 from conftest import BIN, REPO, run_cli, train_args, write_dicts
+import doc_extraction as docs
 import documented_commands as dc
 from fairseq_fusion_tools import data_paths
 
@@ -31,17 +32,17 @@ STUBBED = ["fusion-prepare-text", "fairseq-train", "fairseq-generate", "fusion-a
 
 @pytest.fixture(scope="session")
 def documented():
-    return dc.extract()
+    return docs.extract()
 
 
 def test_every_documented_command_is_registered(documented):
-    missing = [f"{d.where}: {d.text}" for d in documented if dc.normalize(d.text) not in dc.REGISTRY]
+    missing = [f"{d.where}: {d.text}" for d in documented if docs.normalize(d.text) not in dc.REGISTRY]
     assert not missing, ("documented commands with no entry in tests/documented_commands.py's REGISTRY (add one: how it "
                          "runs here):\n" + "\n".join(missing))
 
 
 def test_every_registry_entry_is_still_documented(documented):
-    shown = {dc.normalize(d.text) for d in documented}
+    shown = {docs.normalize(d.text) for d in documented}
     stale = [k for k in dc.REGISTRY if k not in shown]
     assert not stale, "REGISTRY entries no doc shows any more (update or remove them):\n" + "\n".join(stale)
 
@@ -52,8 +53,8 @@ def test_every_registry_entry_is_still_documented(documented):
     "text\n\n    recipes/wmt14_en_de/prepare.sh --paper dou\n",
 ])
 def test_extraction_finds_fenced_inline_and_indented_commands(text):
-    (doc,) = dc.markdown_commands("x.md", text)
-    assert dc.normalize(doc.text) in ("fairseq-train data-bin --arch x ...", "fusion-score-bleu --hyp F --ref F",
+    (doc,) = docs.markdown_commands("x.md", text)
+    assert docs.normalize(doc.text) in ("fairseq-train data-bin --arch x ...", "fusion-score-bleu --hyp F --ref F",
                                       "recipes/wmt14_en_de/prepare.sh --paper dou")
 
 
@@ -447,12 +448,12 @@ def run_entry(text, entry, repo):
             scope = {}
             exec("\n".join(body), scope)
             return 0, str(eval(last, scope))
-    cmd = entry.command(dc.normalize(text))
+    cmd = entry.command(docs.normalize(text))
     if entry.mode == "flags":
         if entry.run:
             rc, out = bash(cmd, cwd, env)
             assert rc == 0, out
-        check_flags(dc.normalize(text), repo, env)
+        check_flags(docs.normalize(text), repo, env)
         return 0, ""
     if entry.mode == "parse":
         parse_command(argv_of(cmd, cwd), cwd)
@@ -490,7 +491,7 @@ def expectation_failures(entry, rc, out, repo):
 def test_documented_commands_run(group, documented, multi30k_slice, doc_checkpoint, tmp_path):
     where = {}
     for d in documented:
-        where.setdefault(dc.normalize(d.text), []).append(d)
+        where.setdefault(docs.normalize(d.text), []).append(d)
     entries = [(k, e) for k, e in dc.REGISTRY.items() if e.group == group and k in where]
     repo = make_layout(str(tmp_path), group, multi30k_slice, doc_checkpoint)
     failures, passed_xfail, expected = [], [], []
