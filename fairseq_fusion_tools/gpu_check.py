@@ -21,6 +21,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -245,10 +246,15 @@ def benchmark_command(args, data, out):
     return script, env, ["bash", script, "--fp16", "--repeats", str(args.bench_repeats)]
 
 
+def interruptible():
+    """In a child before it runs: Ctrl-C (SIGINT) acts on it. A command started in the background (`&`, nohup) has
+    SIGINT ignored, and its children inherit that: the budget's Ctrl-C would then wait for SIGKILL."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_benchmark(args, data, work, seconds):
     """The README's base-size benchmark with --fp16, stopped after ``seconds``; its finished pairs summarized."""
     import json
-    import signal
 
     from . import benchmark_report
     from .data_paths import REPO_ROOT
@@ -265,7 +271,7 @@ def run_benchmark(args, data, work, seconds):
     full_env = dict(os.environ, **env, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=full_env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
     stopped = False
     try:
         output, _ = proc.communicate(timeout=seconds)
