@@ -34,14 +34,13 @@ LOG_FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"
 
 def entry_point(name):
     """The function console script ``name`` runs (pyproject.toml's [project.scripts], fairseq's own)."""
-    found = [ep for ep in metadata.entry_points(group="console_scripts") if ep.name == name]
-    if not found:
+    if not is_console_script(name):
         raise ValueError(f"{name} is not a console script of this environment")
-    return found[0].load()
+    return metadata.entry_points(group="console_scripts")[name].load()
 
 
 def is_console_script(name):
-    return any(ep.name == name for ep in metadata.entry_points(group="console_scripts"))
+    return name in metadata.entry_points(group="console_scripts").names
 
 
 def plugin_dir():
