@@ -10,6 +10,10 @@ Stages (``--stages``), in one process, within ``--budget-minutes``:
 - ``overhead``: where a step's time goes once attention is fixed: the host's cost of one kernel launch, launches
   per step, the model's forward+backward alone against fairseq's whole ``train_step``, and ``train_step`` with torch's
   fused AdamW in place of fairseq's Adam (a diagnostic: its eps placement differs).
+- ``compile`` (not among the default stages: compiling takes minutes on a GPU): ``transformer``'s ``train_step``
+  eager and with its forward compiled by ``torch.compile`` (dynamic shapes, inductor; the smoke mode traces only),
+  on the same batches from the same seed: seconds spent compiling, graphs built, ms per step once warm, kernel
+  launches per step, and the largest difference between the two runs' losses.
 - ``benchmark``: ``transformer``, then per round the headline archs (order rotated each round) and ``transformer``
   again, so that every arch run lies between two transformer runs; each is trained (``--warmup-updates`` then ``--updates`` timed) in every dtype at every ``--max-tokens`` and
   decodes the test set at beams 4 and 10 with a forced length. Per run: words/s, ms per step, MFU (FLOPs per target
@@ -30,7 +34,8 @@ import time
 from . import atomic_files
 from fairseq_fusion.errors import fail
 
-STAGES = ("profile", "overhead", "benchmark")
+STAGES = ("profile", "overhead", "compile", "benchmark")
+DEFAULT_STAGES = ("profile", "overhead", "benchmark")
 HEADLINE_ARCHS = ("transformer_lexical_shortcuts_ff,transformer_hierarchical_aggregation,transformer_multilayer_attention,"
                   "transformer_phrase,transformer_simplified_decoder,transformer_fine_grained_layer_attention,"
                   "transformer_surface_fusion")
@@ -41,8 +46,8 @@ BEAMS = (4, 10)
 
 def get_parser():
     p = argparse.ArgumentParser(prog="fusion-gpu-speed", description=__doc__.split("\n")[0])
-    p.add_argument("--stages", default=",".join(STAGES), help="Comma-separated stages out of profile, benchmark "
-                   "(default: %(default)s).")
+    p.add_argument("--stages", default=",".join(DEFAULT_STAGES), help="Comma-separated stages out of "
+                   f"{', '.join(STAGES)} (default: %(default)s).")
     p.add_argument("--work", default="work/gpu_check", help="Folder of the prepared data, WORK/data-bin, shared with "
                    "fusion-gpu-check (default: %(default)s).")
     p.add_argument("--out", default="work/gpu_speed/report", help="The report: OUT.json and OUT.md (default: %(default)s).")
@@ -56,6 +61,8 @@ def get_parser():
     p.add_argument("--updates", type=int, default=15, help="Timed updates per run (default: %(default)s).")
     p.add_argument("--profile-steps", type=int, default=4,
                    help="Timed steps on new shapes and again on seen shapes per profile setting (default: %(default)s).")
+    p.add_argument("--compile-warmup-steps", type=int, default=10, help="Compile stage: steps before the timed ones, "
+                   "where torch.compile compiles and recompiles (default: %(default)s).")
     p.add_argument("--decode-sentences", type=int, default=256, help="Test sentences decoded (default: %(default)s).")
     p.add_argument("--decode-length", type=int, default=30, help="Forced output length (default: %(default)s).")
     p.add_argument("--budget-minutes", type=float, default=9.5,
@@ -80,9 +87,9 @@ def check_args(args):
     if not max_tokens or min(max_tokens) < 1:
         fail(f"--max-tokens {args.max_tokens}: expected comma-separated positive integers, e.g. 4096,16384")
     if min(args.rounds, args.updates, args.profile_steps, args.decode_sentences, args.decode_length) < 1 \
-            or args.warmup_updates < 0 or args.budget_minutes <= 0:
+            or min(args.warmup_updates, args.compile_warmup_steps) < 0 or args.budget_minutes <= 0:
         fail("--rounds, --updates, --profile-steps, --decode-sentences, --decode-length and --budget-minutes must be "
-             "positive, --warmup-updates 0 or more")
+             "positive, --warmup-updates and --compile-warmup-steps 0 or more")
     from .gpu_check import select_archs
     archs = select_archs(args.archs)
     return stages, dtypes, max_tokens, [a for a in archs if a != "transformer"]
@@ -189,6 +196,55 @@ def run_overhead(args, task, data, dtypes, cuda, log):
                 del trainer
                 if cuda:
                     torch.cuda.empty_cache()
+    return results
+
+
+# ---- compile ------------------------------------------------------------------------------------------------------
+
+def run_compile(args, task, data, dtypes, cuda, log):
+    """Per dtype: transformer's train_step eager, then with its forward compiled, on the same batches."""
+    import torch
+    from . import gpu_speed_measure as m
+
+    backend = "inductor" if cuda else "eager"
+    results = {"backend": backend, "cache_size_limit": torch._dynamo.config.cache_size_limit, "runs": []}
+    for dtype in dtypes:
+        losses = {}
+        for mode in ("eager", "compiled"):
+            torch._dynamo.reset()
+            trainer, itr = m.build_trainer(task, data, "transformer", dtype, args.size, args.max_tokens[0], not cuda)
+            r = {"arch": "transformer", "dtype": dtype, "mode": mode, "max_tokens": args.max_tokens[0],
+                 "backend": backend if mode == "compiled" else None}
+            try:
+                if mode == "compiled":
+                    m.compile_forward(trainer.model, backend)
+                stream = m.batches(itr)  # the same batches in both modes: the same seed, the same order
+                samples = [next(stream) for _ in range(args.compile_warmup_steps + args.profile_steps)]
+                before = m.graphs_built()
+                warm = m.train_losses(trainer, samples[:args.compile_warmup_steps], cuda)
+                during_warmup = m.graphs_built() - before
+                timed = m.train_losses(trainer, samples[args.compile_warmup_steps:], cuda)
+                r.update(warmup_s=sum(t for _, t in warm),
+                         median_ms_train_step=1e3 * statistics.median(t for _, t in timed),
+                         graphs_built_warmup=during_warmup, graphs_built_timed=m.graphs_built() - before - during_warmup,
+                         shapes_timed=len({m.shape_of(s) for s in samples[args.compile_warmup_steps:]}),
+                         launches_per_step=m.launches_per_step(trainer, samples[-1], cuda))
+                losses[mode] = [loss for loss, _ in warm + timed]
+                if mode == "compiled" and "eager" in losses:
+                    pairs = [(a, b) for a, b in zip(losses["eager"], losses["compiled"]) if None not in (a, b)]
+                    r["max_loss_difference"] = max((abs(a - b) for a, b in pairs), default=None)
+                log(f"| compile transformer {dtype} {mode}: {r['median_ms_train_step']:.1f} ms/train_step once warm "
+                    f"({r['warmup_s']:.0f} s for {args.compile_warmup_steps} warm-up steps; graphs built: "
+                    f"{r['graphs_built_warmup']}, then {r['graphs_built_timed']} while timed), "
+                    f"{r['launches_per_step']} launches/step")
+            except Exception as e:  # a diagnostic: the report says what failed, the later stages still run
+                r["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+                log(f"| compile transformer {dtype} {mode}: failed: {r['error']}")
+            results["runs"].append(r)
+            del trainer
+            if cuda:
+                torch.cuda.empty_cache()
+    torch._dynamo.reset()
     return results
 
 
@@ -351,6 +407,9 @@ def _run(args, start, cuda, stages, dtypes, archs, log):
         save()
     if "overhead" in stages:
         doc["overhead"] = run_overhead(args, task, data, dtypes, cuda, log)
+        save()
+    if "compile" in stages:
+        doc["compile"] = run_compile(args, task, data, dtypes, cuda, log)
         save()
     if "benchmark" in stages:
         rate = {**doc["matmul_rate"]}

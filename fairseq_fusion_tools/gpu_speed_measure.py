@@ -212,3 +212,31 @@ def torch_fused_adamw():
             super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=True)
 
     return TorchFusedAdamW
+
+
+def compile_forward(model, backend):
+    """``model`` with its forward compiled by ``torch.compile`` (dynamic shapes), as fairseq's Trainer then trains
+    it: ``backend`` inductor on CUDA, eager (dynamo's tracing alone) in the smoke mode."""
+    import torch
+
+    model.forward = torch.compile(model.forward, dynamic=True, backend=backend)
+    return model
+
+
+def graphs_built():
+    """The graphs ``torch.compile`` has built in this process so far (each compile and recompile adds to it)."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+def train_losses(trainer, samples, cuda):
+    """(fairseq's logged loss, seconds) of one ``train_step`` per sample."""
+    out = []
+    for sample in samples:
+        sync(cuda)
+        start = time.perf_counter()
+        logged = trainer.train_step([sample])
+        sync(cuda)
+        out.append((float(logged["loss"]) if logged and "loss" in logged else None, time.perf_counter() - start))
+    return out

@@ -87,6 +87,21 @@ def overhead_table(overhead):
     return "\n".join(lines)
 
 
+def compile_table(compiled):
+    lines = [f"torch.compile backend: {compiled['backend']}, dynamic shapes, recompile limit per frame "
+             f"{compiled['cache_size_limit']}.", "",
+             "| arch | dtype | forward | ms/train_step once warm | warm-up s | graphs built: warm-up / timed | "
+             "kernel launches/step | largest loss difference to eager |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in compiled["runs"]:
+        if "error" in r:
+            lines.append(f"| `{r['arch']}` | {r['dtype']} | {r['mode']} | failed: {r['error']} | | | | |")
+            continue
+        lines.append(f"| `{r['arch']}` | {r['dtype']} | {r['mode']} | {r['median_ms_train_step']:.1f} | "
+                     f"{r['warmup_s']:.1f} | {r['graphs_built_warmup']} / {r['graphs_built_timed']} | "
+                     f"{_f(r['launches_per_step'], '{}')} | {_f(r.get('max_loss_difference'), '{:.2g}')} |")
+    return "\n".join(lines)
+
+
 def transformer_table(rows):
     lines = ["| dtype | --max-tokens | words/s | ms/step | MFU | target | met |", "|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
@@ -132,6 +147,8 @@ def markdown(doc, short=False):
         out += ["## Profile: one training step", "", profile_table(doc["profile"]), ""]
     if doc.get("overhead"):
         out += ["## Overhead: where the step's time goes once attention is fixed", "", overhead_table(doc["overhead"]), ""]
+    if doc.get("compile"):
+        out += ["## torch.compile: the transformer's step with its forward compiled", "", compile_table(doc["compile"]), ""]
     if doc.get("rows"):
         out += ["## Benchmark: transformer", "", transformer_table(doc["rows"]), "",
                 "## Benchmark: archs against the transformer (medians over rounds)", "", arch_table(doc["rows"]), ""]

@@ -118,6 +118,15 @@ def multi30k_slice(tmp_path_factory):
     return dest
 
 
+@pytest.fixture
+def slice_work(multi30k_slice, tmp_path):
+    """A ``--work`` folder whose data-bin is the Multi30k slice (fusion-gpu-check's and fusion-gpu-speed's layout)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    os.symlink(multi30k_slice, work / "data-bin")
+    return work
+
+
 TINY_MODEL_ARGS = [
     "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
     "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",

@@ -269,7 +269,8 @@ reg("bash recipes/benchmark/run.sh --fp16", "bench", mode="stub", env={"BIN": "d
 reg("fusion-gpu-check --budget-minutes 9", "make", run="fusion-gpu-check --budget-minutes 9",
     env={"CUDA_VISIBLE_DEVICES": ""}, local="needs CUDA: its no-CUDA form runs (CUDA hidden), one line and exit 0",
     out=r"(?m)^fusion-gpu-check: no CUDA device here \(torch [^\n]*\s*\Z")
-for speed in ("fusion-gpu-speed --stages profile,benchmark --budget-minutes 8.3",):
+for speed in ("fusion-gpu-speed --stages profile,benchmark --budget-minutes 8.3",
+              "fusion-gpu-speed --stages compile --dtypes fp16"):
     reg(speed, "make", run=speed, env={"CUDA_VISIBLE_DEVICES": ""},
         local="needs CUDA: its no-CUDA form runs (CUDA hidden), one line and exit 0; the smoke mode is tests/test_gpu_speed.py",
         out=r"(?m)^fusion-gpu-speed: no CUDA device here \(torch [^\n]*\s*\Z")

@@ -127,12 +127,10 @@ def test_bad_options_refused_in_one_line(argv, message):
         gpu_speed.check_args(gpu_speed.get_parser().parse_args(argv))
 
 
-def test_smoke_mode_profiles_benchmarks_and_reports(multi30k_slice, tmp_path):
+def test_smoke_mode_profiles_benchmarks_and_reports(slice_work, tmp_path):
     """Every stage on the CPU at a tiny size: one record per run with the fields the README's table is made of, ratios
     that are the words/s of the arch over its round's transformer runs, and the attention setting left as it was."""
-    work = tmp_path / "work"
-    work.mkdir()
-    os.symlink(multi30k_slice, work / "data-bin")
+    work = slice_work
     out = str(tmp_path / "speed")
     arch = "transformer_simplified_decoder"
     args = gpu_speed.get_parser().parse_args([
@@ -175,6 +173,28 @@ def test_smoke_mode_profiles_benchmarks_and_reports(multi30k_slice, tmp_path):
     with open(out + ".md") as f:
         md = f.read()
     assert "## Profile: one training step" in md and f"| `{arch}` | fp32 | 300 |" in md
+
+
+def test_compile_stage_trains_fairseqs_losses_and_reports(slice_work, tmp_path):
+    """--stages compile on the CPU (dynamo traces, the eager backend runs the graphs): the transformer trained with its
+    forward compiled gives, batch for batch, the losses of the eager run; graphs are built for the compiled run
+    alone; the stage is opt-in (compiling takes minutes on a GPU)."""
+    assert "compile" not in gpu_speed.get_parser().parse_args([]).stages.split(",")
+    work = slice_work
+    out = str(tmp_path / "speed")
+    args = gpu_speed.get_parser().parse_args([
+        "--device", "cpu", "--dtypes", "fp32", "--size", "tiny", "--max-tokens", "300", "--stages", "compile",
+        "--compile-warmup-steps", "3", "--profile-steps", "1", "--work", str(work), "--out", out])
+    assert gpu_speed.main(args) == 0
+    with open(out + ".json") as f:
+        runs = json.load(f)["compile"]["runs"]
+    assert [(r["mode"], r["backend"]) for r in runs] == [("eager", None), ("compiled", "eager")]
+    eager, compiled = runs
+    assert eager["graphs_built_warmup"] == eager["graphs_built_timed"] == 0
+    assert compiled["graphs_built_warmup"] > 0
+    assert compiled["max_loss_difference"] == 0  # fp32, the same operators: the same losses, not close ones
+    with open(out + ".md") as f:
+        assert "| `transformer` | fp32 | compiled |" in f.read()
 
 
 def test_report_of_the_h100_run_names_the_cause():
