@@ -127,29 +127,32 @@ SYSTEMS = ["--system", "transformer", "--system", "combo=transformer_simplified_
 
 @pytest.fixture(scope="module")
 def slice_small_test(multi30k_slice, tmp_path_factory):
-    """The Multi30k slice with its first 30 test sentences as the test set (an untrained model's translation of the
-    whole test set costs 20 s, and the test translates it 16 times)."""
+    """The Multi30k slice with its first 30 test and 100 valid sentences as the test and valid sets (an untrained
+    model's translation of the whole test set costs 20 s, and the test translates it 16 times; the budget curve
+    translates the valid set at every validation)."""
     dest = tmp_path_factory.mktemp("slice_small_test")
     for name in os.listdir(multi30k_slice):
-        if not name.startswith("test.") and name != "tok":
+        if not name.startswith(("test.", "valid.")) and name != "tok":
             os.symlink(os.path.join(multi30k_slice, name), dest / name)
     (dest / "tok").mkdir()
-    for name in ("test.raw.de", "test.bpe.en", "test.bpe.de"):
-        lines = open(os.path.join(multi30k_slice, "tok", name), encoding="utf-8").read().splitlines()[:30]
-        (dest / "tok" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for split, n in (("test", 30), ("valid", 100)):
+        for name in (f"{split}.raw.de", f"{split}.bpe.en", f"{split}.bpe.de"):
+            lines = open(os.path.join(multi30k_slice, "tok", name), encoding="utf-8").read().splitlines()[:n]
+            (dest / "tok" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     staged = tmp_path_factory.mktemp("staged")
     run_cli(["fairseq-preprocess", "-s", "en", "-t", "de", "--testpref", str(dest / "tok" / "test.bpe"),
-             "--destdir", str(staged), "--srcdict", os.path.join(multi30k_slice, "dict.en.txt"),
+             "--validpref", str(dest / "tok" / "valid.bpe"), "--destdir", str(staged),
+             "--srcdict", os.path.join(multi30k_slice, "dict.en.txt"),
              "--tgtdict", os.path.join(multi30k_slice, "dict.de.txt"), "--workers", "1"])
     for name in os.listdir(staged):
-        if name.startswith("test."):
+        if name.startswith(("test.", "valid.")):
             os.rename(staged / name, dest / name)
     return str(dest)
 
 
-def _compare(data, work, *extra, check=True):
+def _compare(data, work, *extra, systems=SYSTEMS, check=True):
     return run_cli(["fusion-compare", data, "--work", work, "--size", "tiny", "--max-update", "5", "--seeds", "1", "2",
-                    *SYSTEMS, "--save-interval-updates", "1", "--log-interval", "1", "--bootstrap-samples", "200",
+                    *systems, "--save-interval-updates", "1", "--log-interval", "1", "--bootstrap-samples", "200",
                     "--test-subsets", "test", *extra], check=check)
 
 
@@ -292,8 +295,11 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
     # --jobs 3 (runs trained and translated at once) gives the translations of the runs above, trained one at a
     # time; a second stage (Dou's arch, the baseline continued) starts after its baseline's run has finished
     three = str(tmp_path / "three")
-    _compare(slice_small_test, three, "--seeds", "1", "--jobs", "3")
+    _compare(slice_small_test, three, "--seeds", "1", "--jobs", "3",
+             systems=["--system", "transformer", "--system", "transformer_hierarchical_aggregation"])
     for name, row in rows.items():
+        if name == "combo":
+            continue
         select = row["protocol"]["select"]
         outputs = [open(os.path.join(w, "runs", name, "seed1", "eval", f"test.{select}.detok")).read() for w in (work, three)]
         assert outputs[0] == outputs[1], name
