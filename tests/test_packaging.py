@@ -105,6 +105,20 @@ def test_scripts_are_the_cli_modules():
     assert not extra, f"pyproject.toml [project.scripts] lists {extra}, which have no cli module with a cli_main()"
 
 
+@pytest.mark.parametrize("command", sorted(cli_commands()))
+def test_every_cli_module_runs_as_python_m(command, monkeypatch, capsys):
+    """scripts/gpu_run.sh calls the tools as ``python3 -m fairseq_fusion_tools.cli.NAME`` (no console scripts on the
+    lent GPU machines): each module run as __main__ is its command (--help prints its usage and exits 0)."""
+    import runpy
+
+    module = cli_commands()[command].split(":")[0]
+    monkeypatch.delitem(sys.modules, module, raising=False)  # run afresh, as python -m does (restored after)
+    monkeypatch.setattr(sys, "argv", [command, "--help"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_module(module, run_name="__main__")
+    assert stop.value.code == 0 and "usage:" in capsys.readouterr().out
+
+
 
 # ---- pip install . without the repository, and without torch or fairseq -----------------------------------------
 

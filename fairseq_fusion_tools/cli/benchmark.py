@@ -6,3 +6,7 @@ get_parser = benchmark.get_parser  # the parser alone (--help, tests)
 
 def cli_main():
     benchmark.cli_main()
+
+
+if __name__ == "__main__":
+    cli_main()
