@@ -231,7 +231,9 @@ def run_compile(args, task, data, dtypes, cuda, log):
                          launches_per_step=m.launches_per_step(trainer, samples[-1], cuda))
                 losses[mode] = [loss for loss, _ in warm + timed]
                 if mode == "compiled" and "eager" in losses:
+                    # the first step's loss is one forward of the same weights; later ones follow their own updates
                     pairs = [(a, b) for a, b in zip(losses["eager"], losses["compiled"]) if None not in (a, b)]
+                    r["first_loss_difference"] = abs(pairs[0][0] - pairs[0][1]) if pairs else None
                     r["max_loss_difference"] = max((abs(a - b) for a, b in pairs), default=None)
                 log(f"| compile transformer {dtype} {mode}: {r['median_ms_train_step']:.1f} ms/train_step once warm "
                     f"({r['warmup_s']:.0f} s for {args.compile_warmup_steps} warm-up steps; graphs built: "
