@@ -235,6 +235,7 @@ def run_compile(args, task, data, dtypes, cuda, log):
                     pairs = [(a, b) for a, b in zip(losses["eager"], losses["compiled"]) if None not in (a, b)]
                     r["first_loss_difference"] = abs(pairs[0][0] - pairs[0][1]) if pairs else None
                     r["max_loss_difference"] = max((abs(a - b) for a, b in pairs), default=None)
+                    r["dynamo_counters"] = m.dynamo_counters()
                 log(f"| compile transformer {dtype} {mode}: {r['median_ms_train_step']:.1f} ms/train_step once warm "
                     f"({r['warmup_s']:.0f} s for {args.compile_warmup_steps} warm-up steps; graphs built: "
                     f"{r['graphs_built_warmup']}, then {r['graphs_built_timed']} while timed), "

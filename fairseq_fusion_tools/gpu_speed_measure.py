@@ -230,6 +230,18 @@ def graphs_built():
     return counters["stats"]["unique_graphs"]
 
 
+def dynamo_counters():
+    """torch.compile's own counters (graph breaks, recompiles, frames left eager at the recompile limit), as JSON."""
+    from torch._dynamo.utils import counters
+
+    out = {}
+    for group, c in counters.items():
+        for key, n in c.items():  # keys of graph-break reasons are paragraphs: their first line names them
+            short = (str(key).strip().splitlines() or [""])[0][:160]
+            out.setdefault(group, {})[short] = out.get(group, {}).get(short, 0) + n
+    return out
+
+
 def train_losses(trainer, samples, cuda):
     """(fairseq's logged loss, seconds) of one ``train_step`` per sample."""
     out = []

@@ -9,7 +9,7 @@ import sys
 import pytest
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from conftest import shell_env, write_dicts
+from conftest import run_cli, shell_env, write_dicts
 
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion import fusion_options
@@ -389,8 +389,7 @@ def test_two_stage_training_with_validation_bleu(tmp_path):
     valid_lines = [line for line in open(log, encoding="utf-8") if "valid on 'valid' subset" in line]
     assert valid_lines and all("| bleu " in line for line in valid_lines)
     out = str(tmp_path / "curve")
-    subprocess.run([os.path.join(os.path.dirname(sys.executable), "fusion-training-curve"), f"{log}=hier", f"{vanilla}/train.log",
-                    "--out", out], check=True, capture_output=True)
+    run_cli(["fusion-training-curve", f"{log}=hier", f"{vanilla}/train.log", "--out", out])
     result = json.load(open(out + ".json"))
     assert set(result["curves"]) == {"hier", vanilla.name} and os.path.exists(out + ".png")
     logged = [float(line.split("| bleu ")[1].split()[0]) for line in valid_lines]
