@@ -13,7 +13,7 @@ Stages (``--stages``), in one process, within ``--budget-minutes``:
 - ``compile`` (not among the default stages: compiling takes minutes on a GPU): ``transformer``'s ``train_step``
   eager and with its forward compiled by ``torch.compile`` (dynamic shapes, inductor; the smoke mode traces only),
   on the same batches from the same seed: seconds spent compiling, graphs built, ms per step once warm, kernel
-  launches per step, and the largest difference between the two runs' losses.
+  launches per step, the two runs' loss differences (first step, largest) and torch.compile's counters.
 - ``benchmark``: ``transformer``, then per round the headline archs (order rotated each round) and ``transformer``
   again, so that every arch run lies between two transformer runs; each is trained (``--warmup-updates`` then ``--updates`` timed) in every dtype at every ``--max-tokens`` and
   decodes the test set at beams 4 and 10 with a forced length. Per run: words/s, ms per step, MFU (FLOPs per target
@@ -211,7 +211,7 @@ def run_compile(args, task, data, dtypes, cuda, log):
     for dtype in dtypes:
         losses = {}
         for mode in ("eager", "compiled"):
-            torch._dynamo.reset()
+            m.reset_compiler()
             trainer, itr = m.build_trainer(task, data, "transformer", dtype, args.size, args.max_tokens[0], not cuda)
             r = {"arch": "transformer", "dtype": dtype, "mode": mode, "max_tokens": args.max_tokens[0],
                  "backend": backend if mode == "compiled" else None}
@@ -247,7 +247,7 @@ def run_compile(args, task, data, dtypes, cuda, log):
             del trainer
             if cuda:
                 torch.cuda.empty_cache()
-    torch._dynamo.reset()
+    m.reset_compiler()
     return results
 
 

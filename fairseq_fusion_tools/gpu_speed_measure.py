@@ -223,6 +223,15 @@ def compile_forward(model, backend):
     return model
 
 
+def reset_compiler():
+    """torch.compile as in a fresh process: no compiled code, counters at zero (``torch._dynamo.reset`` keeps them)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+
+
 def graphs_built():
     """The graphs ``torch.compile`` has built in this process so far (each compile and recompile adds to it)."""
     from torch._dynamo.utils import counters
