@@ -360,11 +360,11 @@ def main(args):
 
     start = time.time()
     cuda = args.device == "cuda"
+    stages, dtypes, args.max_tokens, archs = check_args(args)  # a mistyped flag is named with or without CUDA
     line = no_cuda_line() if cuda else None
     if line:
         print(line.replace("fusion-gpu-check", "fusion-gpu-speed"))
         return 0
-    stages, dtypes, args.max_tokens, archs = check_args(args)
     atomic_files.claim(args.out + ".lock", f"--out {args.out}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
 

@@ -113,6 +113,10 @@ def test_without_cuda_one_line_and_exit_0():
     proc = run_cli(["fusion-gpu-speed"])
     lines = (proc.stdout + proc.stderr).splitlines()
     assert proc.returncode == 0 and len(lines) == 1 and "fusion-gpu-speed: no CUDA device" in lines[0], lines
+    # a mistyped flag is named there too, not hidden behind the no-CUDA line
+    proc = run_cli(["fusion-gpu-speed", "--stages", "compile,bench"], check=False)
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].endswith(
+        "--stages compile,bench: expected a comma-separated list out of profile, overhead, compile, benchmark")
 
 
 @pytest.mark.parametrize("argv, message", [
