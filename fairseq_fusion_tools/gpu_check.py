@@ -166,7 +166,7 @@ def _run_archs(args, archs, dtypes, data):
                     task, data, arch, dtype, args.size, args.updates, args.seed, cpu, args.decode_sentences, args.beam,
                     initial_valid=dtype == "fp32")
             except Exception as e:  # reported, and the next run goes on
-                runs[dtype] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]}
+                runs[dtype] = {"error": error_line(e)}
         problems = gpu_check_report.judge_arch(runs, tolerances, args.updates)
         params = next((r["params"] for r in runs.values() if "params" in r), None)
         results.append({"arch": arch, "params": params, "runs": runs, "passed": not problems, "problems": problems,
@@ -244,6 +244,11 @@ def benchmark_command(args, data, out):
     script = benchmark_script()
     env = {"SIZE": "base", "BIN": os.path.abspath(data), "OUT": os.path.abspath(out)}
     return script, env, ["bash", script, "--fp16", "--repeats", str(args.bench_repeats)]
+
+
+def error_line(e):
+    """A failed run's exception in the report: its type and the first line of its message."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
 
 
 def interruptible():

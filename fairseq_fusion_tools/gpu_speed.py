@@ -205,6 +205,7 @@ def run_compile(args, task, data, dtypes, cuda, log):
     """Per dtype: transformer's train_step eager, then with its forward compiled, on the same batches."""
     import torch
     from . import gpu_speed_measure as m
+    from .gpu_check import error_line
 
     backend = "inductor" if cuda else "eager"
     results = {"backend": backend, "cache_size_limit": torch._dynamo.config.cache_size_limit, "runs": []}
@@ -221,9 +222,9 @@ def run_compile(args, task, data, dtypes, cuda, log):
                 stream = m.batches(itr)  # the same batches in both modes: the same seed, the same order
                 samples = [next(stream) for _ in range(args.compile_warmup_steps + args.profile_steps)]
                 before = m.graphs_built()
-                warm = m.train_losses(trainer, samples[:args.compile_warmup_steps], cuda)
+                warm = [m.logged_step(trainer, s, cuda) for s in samples[:args.compile_warmup_steps]]
                 during_warmup = m.graphs_built() - before
-                timed = m.train_losses(trainer, samples[args.compile_warmup_steps:], cuda)
+                timed = [m.logged_step(trainer, s, cuda) for s in samples[args.compile_warmup_steps:]]
                 r.update(warmup_s=sum(t for _, t in warm),
                          median_ms_train_step=1e3 * statistics.median(t for _, t in timed),
                          graphs_built_warmup=during_warmup, graphs_built_timed=m.graphs_built() - before - during_warmup,
@@ -241,7 +242,7 @@ def run_compile(args, task, data, dtypes, cuda, log):
                     f"{r['graphs_built_warmup']}, then {r['graphs_built_timed']} while timed), "
                     f"{r['launches_per_step']} launches/step")
             except Exception as e:  # a diagnostic: the report says what failed, the later stages still run
-                r["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+                r["error"] = error_line(e)
                 log(f"| compile transformer {dtype} {mode}: failed: {r['error']}")
             results["runs"].append(r)
             del trainer

@@ -87,13 +87,20 @@ def take_new_shapes(stream, seen, n, epoch_len):
     return out
 
 
-def timed_step(trainer, sample, cuda):
-    """Seconds of one ``trainer.train_step``, the device synchronized before and after."""
+def logged_step(trainer, sample, cuda):
+    """(fairseq's logged loss, or None for a skipped update; seconds) of one ``trainer.train_step``, the device
+    synchronized before and after."""
     sync(cuda)
     start = time.perf_counter()
-    trainer.train_step([sample])
+    logged = trainer.train_step([sample])
     sync(cuda)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    return (float(logged["loss"]) if logged and "loss" in logged else None), seconds
+
+
+def timed_step(trainer, sample, cuda):
+    """Seconds of one ``trainer.train_step``, the device synchronized before and after."""
+    return logged_step(trainer, sample, cuda)[1]
 
 
 def profiled_step(trainer, sample, cuda, top=8):
@@ -248,16 +255,4 @@ def dynamo_counters():
         for key, n in c.items():  # keys of graph-break reasons are paragraphs: their first line names them
             short = (str(key).strip().splitlines() or [""])[0][:160]
             out.setdefault(group, {})[short] = out.get(group, {}).get(short, 0) + n
-    return out
-
-
-def train_losses(trainer, samples, cuda):
-    """(fairseq's logged loss, seconds) of one ``train_step`` per sample."""
-    out = []
-    for sample in samples:
-        sync(cuda)
-        start = time.perf_counter()
-        logged = trainer.train_step([sample])
-        sync(cuda)
-        out.append((float(logged["loss"]) if logged and "loss" in logged else None, time.perf_counter() - start))
     return out

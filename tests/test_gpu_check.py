@@ -206,11 +206,10 @@ def independent_valid_loss(data, arch, size, seed=1, eps=0.1):
 
 def test_smoke_mode_trains_validates_decodes_and_reports(multi30k_slice, slice_work, tmp_path):
     """The in-process path of every arch run: fp32 on the CPU, tiny model, 2 updates; the report written."""
-    work = slice_work
     out = str(tmp_path / "report")
     args = gpu_check.get_parser().parse_args([
         "--device", "cpu", "--dtypes", "fp32", "--archs", "fusion_transformer", "--updates", "2", "--size", "tiny",
-        "--decode-sentences", "5", "--work", str(work), "--out", out])
+        "--decode-sentences", "5", "--work", str(slice_work), "--out", out])
     assert gpu_check.main(args) == 0
     with open(out + ".json") as f:
         report = json.load(f)

@@ -134,13 +134,12 @@ def test_bad_options_refused_in_one_line(argv, message):
 def test_smoke_mode_profiles_benchmarks_and_reports(slice_work, tmp_path):
     """Every stage on the CPU at a tiny size: one record per run with the fields the README's table is made of, ratios
     that are the words/s of the arch over its round's transformer runs, and the attention setting left as it was."""
-    work = slice_work
     out = str(tmp_path / "speed")
     arch = "transformer_simplified_decoder"
     args = gpu_speed.get_parser().parse_args([
         "--device", "cpu", "--dtypes", "fp32", "--size", "tiny", "--max-tokens", "300,600", "--rounds", "2",
         "--warmup-updates", "1", "--updates", "2", "--profile-steps", "2", "--decode-sentences", "4",
-        "--decode-length", "3", "--archs", arch, "--work", str(work), "--out", out])
+        "--decode-length", "3", "--archs", arch, "--work", str(slice_work), "--out", out])
     level = logging.getLogger().level
     assert gpu_speed.main(args) == 0
     assert torch.backends.cuda.cudnn_sdp_enabled() is False
@@ -184,11 +183,10 @@ def test_compile_stage_trains_fairseqs_losses_and_reports(slice_work, tmp_path):
     forward compiled gives, batch for batch, the losses of the eager run; graphs are built for the compiled run
     alone; the stage is opt-in (compiling takes minutes on a GPU)."""
     assert "compile" not in gpu_speed.get_parser().parse_args([]).stages.split(",")
-    work = slice_work
     out = str(tmp_path / "speed")
     args = gpu_speed.get_parser().parse_args([
         "--device", "cpu", "--dtypes", "fp32", "--size", "tiny", "--max-tokens", "300", "--stages", "compile",
-        "--compile-warmup-steps", "3", "--profile-steps", "1", "--work", str(work), "--out", out])
+        "--compile-warmup-steps", "3", "--profile-steps", "1", "--work", str(slice_work), "--out", out])
     assert gpu_speed.main(args) == 0
     with open(out + ".json") as f:
         runs = json.load(f)["compile"]["runs"]
