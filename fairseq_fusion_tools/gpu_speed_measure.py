@@ -252,7 +252,10 @@ def dynamo_counters():
 
     out = {}
     for group, c in counters.items():
+        if not c:
+            continue
+        merged = out.setdefault(group, {})
         for key, n in c.items():  # keys of graph-break reasons are paragraphs: their first line names them
             short = (str(key).strip().splitlines() or [""])[0][:160]
-            out.setdefault(group, {})[short] = out.get(group, {}).get(short, 0) + n
+            merged[short] = merged.get(short, 0) + n
     return out
