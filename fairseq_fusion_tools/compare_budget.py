@@ -3,7 +3,8 @@
 The baseline of the first seed trains for at most CAP updates in ``WORK/budget/``, with the table's settings, and is
 validated every ``--save-interval-updates`` (default: a 50th of CAP) with fairseq's own validation BLEU
 (``--eval-bleu``: the table's beam, Moses detokenization, BPE removed) and stopped by fairseq's ``--patience``
-(PATIENCE validations without a new best BLEU). The budget is the first validated update whose BLEU is within
+(PATIENCE validations without a new best BLEU; validations at epoch ends are turned off, so the curve's points
+are evenly spaced and the patience spans PATIENCE intervals). The budget is the first validated update whose BLEU is within
 ``--budget-tolerance`` of the curve's best: past it, more updates buy less than that. The curve, the rule and the
 budget are written to ``WORK/budget/budget.json`` and reused; an interrupted curve run continues from its last
 checkpoint, under the command its folder records (``command.json``; another is refused).
@@ -17,6 +18,7 @@ from .compare import LOG_LINE, portable_command, record_command, run_logged, tai
 
 PATIENCE = 10
 VALIDATIONS = 50  # over CAP, when --save-interval-updates is not given
+NEVER = "100000"  # epochs (the table's --max-epoch): no validation at epoch ends, only every interval
 
 
 def curve_dir(args):
@@ -37,7 +39,8 @@ def curve_command(args, system, cap):
     return run_dir, train_command(curve_args(args, cap), system, seed, run_dir) + [
         "--eval-bleu", "--eval-bleu-args", bleu_args, "--eval-bleu-detok", "moses",
         "--eval-bleu-detok-args", json.dumps({"target_lang": args.target_lang}), "--eval-bleu-remove-bpe",
-        "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric", "--patience", str(PATIENCE)]
+        "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric", "--patience", str(PATIENCE),
+        "--validate-interval-updates", str(curve_args(args, cap).save_interval_updates), "--validate-interval", NEVER]
 
 
 def valid_curve(log_path):

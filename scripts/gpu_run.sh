@@ -6,7 +6,10 @@
 #   bash scripts/gpu_run.sh converged [fusion-compare flags]
 #                                                      the README's converged table: recipes/compare/multi30k.sh with
 #                                                      CURVE (8000) JOBS (12) --fp16 on compare_converged/data-bin,
-#                                                      into README.md; resumable (run it again); results copied to OUT
+#                                                      into README.md; resumable (run it again); results copied to OUT.
+#                                                      LIMIT=SECONDS stops it (SIGTERM) after that long. Then (and at
+#                                                      the end) OUT/converged_state.tgz.part-* hold what to commit for
+#                                                      the next machine (README: Results; resumable across machines)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
@@ -34,10 +37,21 @@ if [ "$MODE" = converged ]; then
   done
   export PATH=$SHIMS:/tmp/fusion-site/bin:$PATH
   status=0
-  WORK=compare_converged CURVE=${CURVE:-8000} JOBS=${JOBS:-12} EXTRA="--fp16" README=1 MARKER="CONVERGED RESULTS TABLE" \
+  ${LIMIT:+timeout -s TERM "$LIMIT"} env WORK=compare_converged CURVE=${CURVE:-8000} JOBS=${JOBS:-12} EXTRA="--fp16" README=1 MARKER="CONVERGED RESULTS TABLE" \
     bash recipes/compare/multi30k.sh "$@" 2>&1 | tee "$OUT_DIR/converged.log" || status=$?
-  cp compare_converged/results.json compare_converged/results.md compare_converged/results.png \
-    compare_converged/budget/budget.json README.md "$OUT_DIR/" 2>/dev/null || true
+  # the record to commit, for the next machine: finished runs without checkpoints (unfinished ones start again
+  # there), and the baseline's last checkpoint without optimizer state while a second stage from it is unfinished
+  STATE=/tmp/fusion-state
+  rm -rf "$STATE" && mkdir -p "$STATE"
+  tar -cf - --exclude=compare_converged/data-bin --exclude='*.pt' compare_converged README.md | tar -xf - -C "$STATE"
+  for d in "$STATE"/compare_converged/runs/*/seed*/; do [ -e "$d/train.json" ] || rm -r "$d"; done
+  for d in compare_converged/runs/*/seed*/; do
+    stage_one=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); print(next((a[i+1] for i,x in enumerate(a) if x in ("--finetune-from-model","--init-from-vanilla")), ""))' "$d/command.json")
+    if [ -n "$stage_one" ] && [ ! -e "$d/train.json" ] && [ -e "${stage_one%/*}/train.json" ] && [ ! -e "$STATE/$stage_one" ]; then
+      python3 -c 'import sys,torch; s=torch.load(sys.argv[1],map_location="cpu",weights_only=False); s.pop("last_optimizer_state",None); torch.save(s,sys.argv[2])' "$stage_one" "$STATE/$stage_one"
+    fi
+  done
+  tar -czf - -C "$STATE" compare_converged README.md | split -b 15M - "$OUT_DIR/converged_state.tgz.part-"
   exit $status
 fi
 python3 -m fairseq_fusion_tools.cli.gpu_speed --out "$OUT_DIR/speed" "$@" 2>&1 | tee "$OUT_DIR/speed.log"

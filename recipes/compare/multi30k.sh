@@ -33,7 +33,7 @@ if [ ! -e "$BIN/.done" ] && [ ! -e "$BIN/prepare.json" ]; then  # complete once 
 fi
 # shellcheck disable=SC2086
 if [ -n "${CURVE:-}" ]; then BUDGET=(--budget-from-curve "$CURVE"); else BUDGET=(--max-update "$UPDATES"); fi
-fusion-compare "$BIN" --work "$WORK" --size "$SIZE" "${BUDGET[@]}" --seeds $SEEDS ${JOBS:+--jobs "$JOBS"} \
+exec fusion-compare "$BIN" --work "$WORK" --size "$SIZE" "${BUDGET[@]}" --seeds $SEEDS ${JOBS:+--jobs "$JOBS"} \
   --test-subsets test test1 --beam 5 \
   --system transformer \
   --system fusion_transformer \
