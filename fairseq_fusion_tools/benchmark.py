@@ -223,6 +223,7 @@ def measure(args):
             ) / (len(batches[0]) * (args.decode_length + 1))
     if args.count_flops:  # the same training batch for every arch (same data, seed and --max-tokens)
         flops["train_per_token"] = count_flops(lambda: trainer.train_step([train_sample])) / float(train_sample["ntokens"])
+        flops["operators"] = step_operators(trainer, train_sample)
     result = {
         "arch": args.arch, "params": n_params, "train_words_per_s": train_wps, "decode_sentences_per_s": decode_sps,
         **memory, "memory_batch": batch_shape(train_sample), "device": "cuda" + (" fp16" if args.fp16 else "") if cuda else "cpu",
@@ -279,6 +280,40 @@ def count_flops(fn, no_grad=False):
         else:
             fn()
     return float(counter.get_total_flops())
+
+
+def count_operators(fn):
+    """Operators ``fn()`` dispatches, views left out (a view launches no kernel): on a GPU about one kernel launch
+    each, so a step bound by the host's launches takes time in proportion to this count, not to its FLOPs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        kernels = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.kernels += not func.is_view
+            return func(*args, **(kwargs or {}))
+
+    with Count() as counter:
+        fn()
+    return counter.kernels
+
+
+def step_operators(trainer, sample):
+    """Operators of one training step: the model's forward and backward (the criterion's loss included), and the
+    whole ``train_step`` (the optimizer too: a few per parameter tensor, or a few in all with a flat master copy)."""
+    model, criterion = trainer.model, trainer.criterion
+    prepared, _ = trainer._prepare_sample(sample)  # on the model's device, as train_step passes it
+    model.train()
+
+    def forward_backward():
+        loss, _, _ = criterion(model, prepared)
+        loss.backward()
+
+    counts = {"forward_backward": count_operators(forward_backward)}
+    trainer.zero_grad()
+    counts["train_step"] = count_operators(lambda: trainer.train_step([sample]))
+    return counts
 
 
 MEMORY_HEADER = "peak train-step memory (MB)"

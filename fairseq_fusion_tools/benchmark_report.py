@@ -4,7 +4,9 @@ Each arch's runs are paired with the ``transformer`` run just before it (A B A B
 arch / transformer of one pair, and the table shows the median over the pairs with its spread
 (lowest-highest). FLOPs are per target token (``torch.utils.flop_counter.FlopCounterMode`` on
 the real training step and the real generator); the FLOP-ideal speed ratio is transformer FLOPs /
-arch FLOPs and the efficiency is measured ratio / FLOP-ideal ratio.
+arch FLOPs and the efficiency is measured ratio / FLOP-ideal ratio. The operator ratio is the arch's operators
+(non-view aten operators of the model's forward and backward, ``benchmark.count_operators``) over the transformer's:
+where a step is bound by the host's kernel launches, its speed ratio tends to 1 / operator ratio, whatever its FLOPs.
 """
 import statistics
 
@@ -58,6 +60,10 @@ def summarize(runs, baseline="transformer"):
             row["flop_ideal_decode"] = flops_base["flops"]["decode_per_token"][str(beam)] / first["flops"]["decode_per_token"][str(beam)]
             row["efficiency_train"] = row["train"][0] / row["flop_ideal_train"]
             row["efficiency_decode"] = row["decode"][0] / row["flop_ideal_decode"]
+        if "operators" in first.get("flops", {}) and flops_base is not None and "operators" in flops_base["flops"]:
+            # a step bound by the host's kernel launches runs at transformer operators / arch operators
+            row["operator_ratio_train"] = (first["flops"]["operators"]["forward_backward"]
+                                           / flops_base["flops"]["operators"]["forward_backward"])
         row["paper"] = paper_ratios(arch)
         rows.append(row)
     return rows
@@ -68,14 +74,15 @@ def _fmt(x, digits=2):
 
 
 def markdown(rows, baseline="transformer"):
-    lines = [f"| arch | params | beam | train ratio (spread) | FLOP-ideal | efficiency | paper | decode ratio (spread) | "
-             f"FLOP-ideal | efficiency | paper | memory ratio |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"| arch | params | beam | train ratio (spread) | FLOP-ideal | efficiency | operators | paper | "
+             f"decode ratio (spread) | FLOP-ideal | efficiency | paper | memory ratio |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         t, d = r["train"], r["decode"]
         lines.append(
             f"| {r['arch']} | {r['params'] / 1e6:.1f}M | {r['beam']} | {t[0]:.2f} ({t[1]:.2f}-{t[2]:.2f}) | "
-            f"{_fmt(r.get('flop_ideal_train'))} | {_fmt(r.get('efficiency_train'))} | {_fmt(r['paper'][0])} | "
+            f"{_fmt(r.get('flop_ideal_train'))} | {_fmt(r.get('efficiency_train'))} | "
+            f"{_fmt(r.get('operator_ratio_train'))} | {_fmt(r['paper'][0])} | "
             f"{d[0]:.2f} ({d[1]:.2f}-{d[2]:.2f}) | {_fmt(r.get('flop_ideal_decode'))} | {_fmt(r.get('efficiency_decode'))} | "
             f"{_fmt(r['paper'][1])} | {r['memory']:.2f} |")
     return "\n".join(lines)

@@ -49,8 +49,15 @@ def test_ratios_pair_each_run_with_the_transformer_run_before_it():
     assert row["flop_ideal_train"] == pytest.approx(0.75) and row["flop_ideal_decode"] == pytest.approx(0.8)
     assert row["efficiency_train"] == pytest.approx(0.8 / 0.75) and row["efficiency_decode"] == pytest.approx(0.9 / 0.8)
     assert row["memory"] == pytest.approx(1.3) and row["runs"] == 3
-    assert "| x | 1.0M | 4 | 0.80 (0.70-0.90) | 0.75 | 1.07 | - | 0.90 (0.60-1.00) | 0.80 | 1.12 | - | 1.30 |" in \
+    assert "| x | 1.0M | 4 | 0.80 (0.70-0.90) | 0.75 | 1.07 | - | - | 0.90 (0.60-1.00) | 0.80 | 1.12 | - | 1.30 |" in \
         benchmark_report.markdown([row])
+
+
+def test_count_operators_counts_kernels_not_views():
+    a, w = torch.randn(4, 3), torch.randn(3, 5)
+    # mm, relu, sum, add: four kernels; .t(), .flatten() and .expand() are views and launch none
+    assert benchmark.count_operators(lambda: ((a @ w).t().relu().flatten(0, 0).sum() + 1).expand(2)) == 4
+    assert benchmark.count_operators(lambda: a.t().unsqueeze(0)[0, :2]) == 0
 
 
 def test_timed_run_decodes_a_forced_length_and_counts_flops(multi30k_slice, tmp_path):
@@ -67,6 +74,9 @@ def test_timed_run_decodes_a_forced_length_and_counts_flops(multi30k_slice, tmp_
     assert rows["fusion_transformer"]["flop_ideal_train"] == pytest.approx(1.0)
     assert rows["fusion_transformer"]["flop_ideal_decode"] == pytest.approx(1.0)
     assert rows["transformer_simplified_decoder"]["flop_ideal_train"] > 1.0
+    # operators per forward+backward: the same graph but for fairseq's own checks (within 1%), fewer without the FFN
+    assert rows["fusion_transformer"]["operator_ratio_train"] == pytest.approx(1.0, abs=0.01)
+    assert rows["transformer_simplified_decoder"]["operator_ratio_train"] < 0.99
     assert rows["transformer_simplified_decoder"]["beam"] == 10 and rows["fusion_transformer"]["beam"] == 4  # the papers'
     assert all("flops" in r for r in data["runs"][:4]) and not any("flops" in r for r in data["runs"][4:])
 

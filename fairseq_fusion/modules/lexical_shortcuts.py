@@ -31,7 +31,7 @@ Readings (see docs/lexical_shortcuts.md):
   E; layers 1 and 2 take E (the embedding layer is "layer 0").
 """
 import math
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -150,21 +150,44 @@ class ShortcutMultiheadAttention(MultiheadAttention):
         Written to keep little for the backward pass (the same values): W^{K_SC} [E; H] of Eq. 13 as
         E W_E^T + H W_H^T on the two column blocks of W^{K_SC} (the 2d-wide [E; H] is never built; E and
         H are kept once, by every product that reads them), and r K_SC + (1 - r) K as K + r (K_SC - K)
-        (keeps r and K_SC - K instead of r, 1 - r, K_SC and K)."""
+        (keeps r and K_SC - K instead of r, 1 - r, K_SC and K). The products that read the same input are
+        one product with the weights stacked (E: 2 or 4, H: 2 or 4 where keys and values are the same
+        tensor, as in fairseq's self- and encoder attention): fewer, larger kernels, the same values."""
         embed = embed.contiguous()  # one copy of a transposed E for all its products, not one per product
         if self.feature_fusion:
             d = embed.size(-1)
             k_w, v_w = self.k_sc_proj.weight, self.v_sc_proj.weight
-            k_sc = F.linear(embed, k_w[:, :d]) + F.linear(key, k_w[:, d:])  # W^{K_SC} [E; H] (Eq. 13)
-            v_sc = F.linear(embed, v_w[:, :d]) + F.linear(value, v_w[:, d:])  # W^{V_SC} [E; H] (Eq. 14)
-            k = self.k_proj(key) + self.k_embed_proj(embed)
-            v = self.v_proj(value) + self.v_embed_proj(embed)
+            # E's products: W^{K_SC}, W^{V_SC} (E's columns, Eq. 13-14) and W^K, W^V (E's columns)
+            e_ksc, e_vsc, e_k, e_v = F.linear(embed, torch.cat(
+                [k_w[:, :d], v_w[:, :d], self.k_embed_proj.weight, self.v_embed_proj.weight])).chunk(4, dim=-1)
+            h_ksc, h_k, h_vsc, h_v = self._stacked(
+                key, value, [k_w[:, d:], self.k_proj.weight, v_w[:, d:], self.v_proj.weight],
+                [None, self.k_proj.bias, None, self.v_proj.bias])
+            k_sc, v_sc, k, v = e_ksc + h_ksc, e_vsc + h_vsc, h_k + e_k, h_v + e_v
         else:
-            k_sc, k = self.k_sc_proj(embed), self.k_proj(key)  # Eq. 5, 7
-            v_sc, v = self.v_sc_proj(embed), self.v_proj(value)  # Eq. 6, 8
+            k_sc, v_sc = F.linear(embed, torch.cat([self.k_sc_proj.weight, self.v_sc_proj.weight])).chunk(2, dim=-1)  # Eq. 5-6
+            k, v = self._stacked(key, value, [self.k_proj.weight, self.v_proj.weight],
+                                 [self.k_proj.bias, self.v_proj.bias])  # Eq. 7-8
         r_k = self.k_gate(k_sc, k)
         r_v = self.v_gate(v_sc, v)
         return k + r_k * (k_sc - k), v + r_v * (v_sc - v)  # Eq. 11-12: r SC + (1 - r) H
+
+    @staticmethod
+    def _stacked(key: Tensor, value: Tensor, weights: List[Tensor], biases: List[Optional[Tensor]]) -> List[Tensor]:
+        """The products of H with ``weights`` (the first half reads the keys, the second the values): one stacked
+        product where keys and values are the same tensor, else one per half."""
+        def bias_of(ws, bs):
+            if all(b is None for b in bs):
+                return None
+            return torch.cat([b if b is not None else w.new_zeros(w.size(0)) for w, b in zip(ws, bs)])
+
+        if key is value:
+            return list(F.linear(key, torch.cat(weights), bias_of(weights, biases)).chunk(len(weights), dim=-1))
+        half = len(weights) // 2
+        outs = []
+        for x, ws, bs in ((key, weights[:half], biases[:half]), (value, weights[half:], biases[half:])):
+            outs += list(F.linear(x, torch.cat(ws), bias_of(ws, bs)).chunk(half, dim=-1))
+        return outs
 
     # --- attention with gated keys/values (fairseq's MultiheadAttention otherwise) ---------
 
