@@ -5,7 +5,7 @@ what TorchScript compiles: ``FusionTransformerModel.__prepare_scriptable__`` (ca
 model, also inside a ``SequenceGenerator``) returns ``fairseq_view(model)``, a shallow copy of the module tree whose
 fusion classes are their fairseq bases (``FusionEncoderLayer`` -> ``TransformerEncoderLayerBase``, ...): the same
 parameter and buffer objects, fairseq's scriptable ``forward``s. The seams are not compiled: their Python code
-(the ``seams.py`` dataclasses, which TorchScript cannot compile under torch 2.x's dataclass support, the sub-layer
+(the ``seams.py`` dataclasses, whose generated ``__init__`` torch 2.13's TorchScript fails on, the sub-layer
 plan's table of bound methods, ``**`` net inputs, hook lists) is what the techniques plug into, and with every flag off
 each seam is the identity of fairseq's code.
 
@@ -39,8 +39,8 @@ def technique_parts(model) -> List[str]:
     parts = []
     for name, m in model.named_modules():
         where = name or "model"
-        if type(m).__module__.startswith("fairseq_fusion.modules"):
-            parts.append(f"{where}: {type(m).__name__}")
+        if name and type(m) not in FAIRSEQ_CLASSES and type(m).__module__.split(".")[0] not in ("fairseq", "torch"):
+            parts.append(f"{where}: {type(m).__name__}")  # a technique's module (fairseq_fusion.modules, a test's toy)
         if isinstance(m, (FusionTransformerEncoder, FusionTransformerDecoder)):
             if m.layer_combiner is not None:
                 parts.append(f"{where}.layer_combiner")
