@@ -32,9 +32,12 @@ bug is in fairseq's main branch too).
   as the option keeps (a full model holds more); every other checkpoint is pruned as before.
 """
 import contextlib
+import math
 import re
+from typing import List
 
 import numpy as np
+import torch
 from omegaconf import OmegaConf, open_dict
 
 
@@ -51,11 +54,30 @@ def _keep_last_batch(batch_by_size):
 
 
 def _generated_tokens_only(no_repeat_ngram):
-    def wrapper(self, tokens, lprobs, bsz: int, beam_size: int, step: int):
-        return no_repeat_ngram(self, tokens[:, : step + 1], lprobs, bsz, beam_size, step)
-
+    """fairseq's ``no_repeat_ngram`` (``NGramRepeatBlock._no_repeat_ngram``) replaced by ``_no_repeat_ngram`` below,
+    fairseq's code on ``tokens[:, : step + 1]``: a method of its own (of the same name), not a call of fairseq's with
+    ``self`` passed on, so TorchScript compiles it (a scripted ``SequenceGenerator`` with ``no_repeat_ngram_size``)."""
+    wrapper = _no_repeat_ngram
     wrapper.patched_by_fairseq_fusion = True
+    wrapper.fairseq_no_repeat_ngram = no_repeat_ngram  # fairseq's own
     return wrapper
+
+
+def _no_repeat_ngram(self, tokens, lprobs, bsz: int, beam_size: int, step: int):
+    """For each hypothesis, the tokens that would repeat one of its n-grams get -inf (fairseq's code, but on the
+    generated tokens only: fairseq reads every column of ``tokens``, whose unwritten end is padding)."""
+    n = self.no_repeat_ngram_size
+    banned_tokens = [torch.jit.annotate(List[int], []) for _ in range(bsz * beam_size)]
+    if step + 2 - n >= 0:
+        cpu_tokens: List[List[int]] = tokens[:, : step + 1].cpu().tolist()
+        for bbsz_idx in range(bsz * beam_size):
+            ngram_to_check = cpu_tokens[bbsz_idx][-(n - 1):]
+            for i in range(step + 2 - n):
+                if ngram_to_check == cpu_tokens[bbsz_idx][i: i + n - 1]:
+                    banned_tokens[bbsz_idx].append(cpu_tokens[bbsz_idx][i + n - 1])
+    for bbsz_idx in range(bsz * beam_size):
+        lprobs[bbsz_idx][torch.tensor(banned_tokens[bbsz_idx], dtype=torch.int64)] = torch.tensor(-math.inf).to(lprobs)
+    return lprobs
 
 
 def _flat_bf16_on_cuda(build_optimizer):

@@ -351,3 +351,25 @@ def test_no_repeat_ngram_blocks_repeats_of_the_generated_tokens():
     out = block(tokens, lprobs, bsz=1, beam_size=2, step=3)
     assert out[0, 6] == -math.inf and (out[0, [i for i in range(10) if i != 6]] == 0).all()
     assert (out[1] == 0).all()  # 7 8 9: no bigram repeats, nothing banned
+
+
+def test_no_repeat_ngram_is_fairseqs_code_on_the_generated_tokens_and_scripts():
+    """The fix is fairseq's own ``_no_repeat_ngram`` given ``tokens[:, : step + 1]`` (random rows, n 1-4, every
+    step), written as a method of its own so that TorchScript compiles it (fairseq's TestJitSequenceGenerator
+    scripts a generator with ``no_repeat_ngram_size=2``)."""
+    import fairseq_fusion  # noqa: F401  (patches fairseq's n-gram blocking)
+    from fairseq.ngram_repeat_block import NGramRepeatBlock
+
+    fairseqs = NGramRepeatBlock._no_repeat_ngram.fairseq_no_repeat_ngram
+    g = torch.Generator().manual_seed(0)
+    for n in (1, 2, 3, 4):
+        block = NGramRepeatBlock(n, use_extension=False)
+        tokens = torch.cat([torch.full((6, 1), 2), torch.randint(4, 8, (6, 9), generator=g)], dim=1)
+        for step in range(9):
+            lprobs = torch.randn(6, 10, generator=g)
+            ours = block(tokens, lprobs.clone(), bsz=3, beam_size=2, step=step)
+            assert torch.equal(ours, fairseqs(block, tokens[:, : step + 1], lprobs.clone(), 3, 2, step)), (n, step)
+    block = NGramRepeatBlock(2, use_extension=False)
+    tokens = torch.tensor([[2, 5, 6, 5, 1, 1], [2, 7, 8, 9, 1, 1]])
+    eager = block(tokens, torch.zeros(2, 10), 1, 2, 3)
+    assert torch.equal(torch.jit.script(block)(tokens, torch.zeros(2, 10), 1, 2, 3), eager)

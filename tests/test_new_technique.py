@@ -1,5 +1,6 @@
 """Adding a technique touches no file but its own: a toy technique, defined and registered here alone, is covered
-by the contract suite, the catalog (``fusion-archs``) and the conflict matrix (ARCHITECTURE.md, Adding a technique).
+by the contract suite, the catalog (``fusion-archs``), the conflict matrix and the TorchScript refusal (ARCHITECTURE.md,
+Adding a technique).
 
 The toy scales the decoder's layer outputs by (1 + a_l), one learned scalar per layer, through seam (b): it claims
 ``decoder.layer_combiner``, which ``--layer-aggregation`` also claims, so the registry must refuse that pair.
@@ -14,6 +15,7 @@ from torch import nn
 
 import test_contracts as contracts
 from fairseq_fusion import fusion_options
+from fairseq_fusion.errors import PREFIX, FusionError
 from fairseq_fusion_tools.cli import archs as cli
 from fairseq_fusion.fusion_options import REPLACES, Claim, Flag, OptionGroup
 from fairseq_fusion.models import catalog, conflicts
@@ -100,6 +102,12 @@ def test_the_conflict_matrix_refuses_it_with_layer_aggregation(toy, data_dir):
         "use one of them"
     with pytest.raises(ValueError, match="--layer-aggregation dense and --toy-scale both replace"):
         contracts.build(toy, data_dir, extra=["--layer-aggregation", "dense"])
+
+
+def test_torchscript_refuses_it_in_one_line(toy, data_dir):
+    model, _, _ = contracts.build(toy, data_dir)
+    with pytest.raises(FusionError, match=f"^{PREFIX}torch.jit.script: {toy} with --toy-scale does not script: [^\n]*$"):
+        torch.jit.script(model)
 
 
 def cli_output(argv):

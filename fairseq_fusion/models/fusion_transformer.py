@@ -18,6 +18,7 @@ from ..checkpoint_safety import check_vocabulary_sizes
 from ..hub_checks import check_hub_data, check_hub_folder, check_registry_choices
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
+from . import torchscript
 
 
 @register_model("fusion_transformer")
@@ -93,6 +94,12 @@ class FusionTransformerModel(TransformerModel):
         if fusion is None:
             return super().get_normalized_probs(net_output, log_probs, sample)
         return fusion.get_normalized_probs(net_output, log_probs)
+
+    def __prepare_scriptable__(self):
+        """``torch.jit.script``: fairseq's transformer classes over these parameters, or a one-line refusal of a
+        technique (``torchscript.py``)."""
+        torchscript.check_scriptable(self)
+        return torchscript.fairseq_view(self)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         check_vocabulary_sizes(self, state_dict)
