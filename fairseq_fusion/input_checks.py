@@ -4,7 +4,8 @@ fairseq-interactive, fairseq-generate and the hub (``translate``/``sample``/``ge
 for their run (``reporting``). What they read reaches it where all three pass:
 
 - ``FairseqTask.get_batch_iterator``: the source side of the dataset about to be batched (empty sources; words the
-  dictionary does not know, for raw text); an over-long sentence's refusal names its line as the user counts it;
+  dictionary does not know, for raw text); an over-long sentence's refusal names its line as the user counts it, and so
+  does the refusal of a sentence longer than ``--max-tokens`` (``entry_checks.too_many_tokens``);
 - fairseq-interactive's line reader (``read_lines``, in place of fairseq's ``buffered_read``): each line decoded on
   its own, a line that is not UTF-8 read with U+FFFD and counted (fairseq's raised a traceback for a file, made
   surrogates of stdin's bytes);
@@ -16,6 +17,7 @@ direction of the checkpoint is checked where it is loaded (``entry_checks``).
 """
 import contextlib
 import functools
+import inspect
 import os
 import sys
 
@@ -157,7 +159,7 @@ def _empty_source_empty_translation(inference_step):
 def _inspected_batches(get_batch_iterator):
     @functools.wraps(get_batch_iterator)
     def wrapper(self, dataset, *args, **kwargs):
-        from .entry_checks import OversizeError
+        from .entry_checks import MAX_TOKENS_ASSERTION, OversizeError, too_many_tokens
 
         report = active()
         if report is not None:
@@ -168,6 +170,12 @@ def _inspected_batches(get_batch_iterator):
             if report is None:
                 raise
             raise e.named(report.one.format(report.number(e.index))) from None
+        except AssertionError as e:  # fairseq's batch_by_size: a sentence longer than --max-tokens
+            if not str(e).startswith(MAX_TOKENS_ASSERTION):
+                raise
+            given = inspect.signature(get_batch_iterator).bind(self, dataset, *args, **kwargs).arguments
+            name = None if report is None else (lambda index: report.one.format(report.number(index)))
+            raise too_many_tokens(self, dataset, given.get("max_tokens"), given.get("max_positions"), name) from None
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper
