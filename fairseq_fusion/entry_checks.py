@@ -255,14 +255,22 @@ class MaxTokensError(FusionError):
 MAX_TOKENS_ASSERTION = "Sentences lengths should not exceed max_tokens"
 
 
-def too_many_tokens(task, dataset, max_tokens, max_positions, name_line):
-    """The ``MaxTokensError`` of ``dataset`` batched with ``max_tokens`` (after fairseq's filter by ``max_positions``).
-    ``name_line(index)``: how the user counts the sentence at dataset index ``index`` (None: by its split)."""
+BATCHED_WHOLE = ("every sentence of a split that is validated or translated must fit in one batch; fairseq-train "
+                 "skips the training sentences that do not, --skip-invalid-size-inputs-valid-test only those over the "
+                 "model's positions")
+
+
+def too_many_tokens(task, dataset, max_tokens, max_positions=None, name_line=None, indices=None, why=BATCHED_WHOLE):
+    """The ``MaxTokensError`` of ``dataset`` (its ``indices``, default all that fairseq's filter by ``max_positions``
+    keeps) batched with ``max_tokens``. ``name_line(index)``: how the user counts the sentence at dataset index
+    ``index`` (None: line of its split); ``why``: the rule, said after the value that works."""
     import numpy as np
 
-    indices = np.arange(len(dataset), dtype=np.int64)
-    if max_positions is not None:
-        indices, _ = dataset.filter_indices_by_size(indices, max_positions)
+    if indices is None:
+        indices = np.arange(len(dataset), dtype=np.int64)
+        if max_positions is not None:
+            indices, _ = dataset.filter_indices_by_size(indices, max_positions)
+    indices = np.asarray(indices, dtype=np.int64)
     if hasattr(dataset, "num_tokens_vec"):
         tokens = np.asarray(dataset.num_tokens_vec(indices))
     else:
@@ -281,9 +289,7 @@ def too_many_tokens(task, dataset, max_tokens, max_positions, name_line):
     where = f"{over} sentence{'s' if over > 1 else ''} of {split or 'the input'}"
     return MaxTokensError(
         f"--max-tokens {max_tokens} is less than the longest sentence, {name}: {length} tokens{sides}; "
-        f"{where} {'is' if over == 1 else 'are'} longer: give --max-tokens {length} or more (every sentence of a "
-        "split that is validated or translated must fit in one batch; fairseq-train skips the training sentences "
-        "that do not, --skip-invalid-size-inputs-valid-test only those over the model's positions)")
+        f"{where} {'is' if over == 1 else 'are'} longer: give --max-tokens {length} or more ({why})")
 
 
 BATCH_SIZE_ASSERTION = "Must specify batch size either with --max-tokens or --batch-size"
