@@ -57,6 +57,22 @@ def read_generate_output(path: str, bpe_symbol: str = "@@ ") -> Dict[str, List[s
     return {k: [v.get(i, "") for i in ids] if v else [] for k, v in found.items()}
 
 
+def generate_own_score(path: str, bpe_symbol: str = "@@ "):
+    """(fairseq-generate's own score, what it was computed on) of a generate log, or None: the last
+    ``Generate SPLIT with beam=N: BLEU4 = ...`` line, a score of what fairseq's scorer saw (subword units unless
+    ``--remove-bpe``), never of the raw reference."""
+    score, subwords = None, False
+    with text_files.open_text(path, errors="replace") as f:
+        for line in f:
+            if line.startswith("Generate ") and ": " in line and "BLEU" in line:
+                score = line.split(": ", 1)[1].strip()
+            elif line.startswith("H-") and bpe_symbol in line.rstrip("\n") + " ":
+                subwords = True
+    if score is None:
+        return None
+    return score, "subword units (BPE left in: no --remove-bpe)" if subwords else "fairseq's tokenized text"
+
+
 @functools.lru_cache(maxsize=None)
 def moses_tokenizer(lang: str):
     """sacremoses' tokenizer of ``lang``, built once (its regular expressions take about a second)."""
