@@ -303,3 +303,13 @@ def test_hub_warnings_filtered_out_are_logged(multi30k_slice, tiny_checkpoint, c
     _, messages = recorded(lambda: mt.translate(RAW, beam=2, max_len_b=5))  # recorded: not logged as well
     assert messages == [unknown_warning(multi30k_slice, RAW, 'bpe="prepared"')]
     assert not [r for r in caplog.records if r.name.startswith("fairseq_fusion")]
+
+
+def test_interactive_line_longer_than_max_tokens_is_refused_by_its_input_line_number(multi30k_slice, tiny_checkpoint,
+                                                                                    tmp_path):
+    """fairseq's batch_by_size asserted (a traceback); --skip-invalid-size-inputs-valid-test does not skip it."""
+    lines = [CLEAN[0].encode(), " ".join(["dog"] * 20).encode(), CLEAN[1].encode()]
+    for extra in ([], ["--skip-invalid-size-inputs-valid-test"]):
+        proc = interactive(multi30k_slice, tiny_checkpoint, tmp_path, lines, "--bpe", "prepared", "--max-tokens", "12",
+                           "--buffer-size", "4", "--batch-size", "4", *extra)
+        one_line_refusal(proc, "--max-tokens 12", "input line 2: 21 tokens", "give --max-tokens 21 or more")
