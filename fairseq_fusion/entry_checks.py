@@ -3,7 +3,8 @@
 Each check raises ``FusionError`` (one line, ``errors.py``) naming the file or option and what was
 expected: a checkpoint that is missing, empty, truncated or corrupt (``checkpoint_files.py``); a
 ``--model-overrides`` key that is no option (with the nearest names); a data folder that does not exist or lacks its
-dictionaries; a sentence longer than the model's positions (how to skip it); a resume of a checkpoint
+dictionaries; a sentence longer than the model's positions (how to skip it); a sentence longer than ``--max-tokens``
+(the smallest value that batches it); neither ``--max-tokens`` nor ``--batch-size`` in fairseq-train; a resume of a checkpoint
 of another model (``resume_check.py``, wrapping ``Trainer.load_checkpoint``). They wrap fairseq's own functions
 narrowly, as ``fairseq_fixes`` does, and leave every other exception (a real bug) with its traceback.
 A checkpoint loaded for another language direction than the run's (``-s``/``-t``, the hub's ``source_lang``, the
@@ -240,6 +241,73 @@ def _named_oversize(filter_indices_by_size):
                 raise FusionError(f"{plain.split(', skip this')[0]}: {SKIP_HINT}") from None
             raise OversizeError(int(found.group(1)), f"has {found.group(2)} tokens, over max_positions={found.group(3)}") \
                 from None
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper
+
+
+class MaxTokensError(FusionError):
+    """A sentence of a split that is batched whole (validation, generation) longer than ``--max-tokens``: fairseq's
+    ``batch_by_size`` asserts (a 35-line traceback). The message names the longest sentence and the smallest value
+    that batches it; ``--skip-invalid-size-inputs-valid-test`` skips only sentences over the model's positions."""
+
+
+MAX_TOKENS_ASSERTION = "Sentences lengths should not exceed max_tokens"
+
+
+BATCHED_WHOLE = ("every sentence of a split that is validated or translated must fit in one batch; fairseq-train "
+                 "skips the training sentences that do not, --skip-invalid-size-inputs-valid-test only those over the "
+                 "model's positions")
+
+
+def too_many_tokens(task, dataset, max_tokens, max_positions=None, name_line=None, indices=None, why=BATCHED_WHOLE):
+    """The ``MaxTokensError`` of ``dataset`` (its ``indices``, default all that fairseq's filter by ``max_positions``
+    keeps) batched with ``max_tokens``. ``name_line(index)``: how the user counts the sentence at dataset index
+    ``index`` (None: line of its split); ``why``: the rule, said after the value that works."""
+    import numpy as np
+
+    if indices is None:
+        indices = np.arange(len(dataset), dtype=np.int64)
+        if max_positions is not None:
+            indices, _ = dataset.filter_indices_by_size(indices, max_positions)
+    indices = np.asarray(indices, dtype=np.int64)
+    if hasattr(dataset, "num_tokens_vec"):
+        tokens = np.asarray(dataset.num_tokens_vec(indices))
+    else:
+        tokens = np.array([dataset.num_tokens(i) for i in indices])
+    at = int(np.argmax(tokens))
+    index, length = int(indices[at]), int(tokens[at])
+    over = int((tokens > max_tokens).sum())
+    split = next((k for k, d in getattr(task, "datasets", {}).items() if d is dataset), None)
+    name = name_line(index) if name_line is not None else None
+    if name is None:
+        name = f"line {index + 1} of {split}" if split else f"sentence #{index}"
+    sides = ""
+    src, tgt = getattr(dataset, "src_sizes", None), getattr(dataset, "tgt_sizes", None)
+    if src is not None and tgt is not None:
+        sides = f" (source {int(src[index])}, target {int(tgt[index])}, </s> included)"
+    where = f"{over} sentence{'s' if over > 1 else ''} of {split or 'the input'}"
+    return MaxTokensError(
+        f"--max-tokens {max_tokens} is less than the longest sentence, {name}: {length} tokens{sides}; "
+        f"{where} {'is' if over == 1 else 'are'} longer: give --max-tokens {length} or more ({why})")
+
+
+BATCH_SIZE_ASSERTION = "Must specify batch size either with --max-tokens or --batch-size"
+NO_BATCH_SIZE = ("no batch size: give --max-tokens N (the tokens of a batch, e.g. 4096) or --batch-size N (its "
+                 "sentences); fairseq-hydra-train: dataset.max_tokens or dataset.batch_size")
+
+
+def _named_batch_size(call_main):
+    """fairseq-train's (and fairseq-validate's) ``assert`` on a missing batch size, at the top of their ``main``,
+    before anything is written: one line naming both flags."""
+    @functools.wraps(call_main)
+    def wrapper(cfg, main, **kwargs):
+        try:
+            return call_main(cfg, main, **kwargs)
+        except AssertionError as e:
+            if str(e) != BATCH_SIZE_ASSERTION:
+                raise
+            raise FusionError(NO_BATCH_SIZE) from None
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper

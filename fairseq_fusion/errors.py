@@ -10,9 +10,11 @@ Ctrl-C during ``fairseq-train`` says which checkpoint a re-run resumes from.
 
 Input that is processed but whose output is likely wrong (``input_checks.py``, a language that disagrees with the
 checkpoint's or with ``-t``) is said with ``warn``: a Python warning of category ``FusionWarning``, which the
-commands print as one line ``fairseq-fusion: warning: ...`` on stderr, and which Python callers (the hub) filter or
-record as any other warning.
+commands print as one line ``fairseq-fusion: warning: ...`` on stderr, and which Python callers (the hub) record as
+any other warning; one that the warning filters hide goes to the calling module's logger at WARNING instead, so
+``PYTHONWARNINGS=ignore`` cannot silence it.
 """
+import logging
 import os
 import sys
 import warnings
@@ -45,9 +47,19 @@ class FusionWarning(UserWarning):
     """Input that is processed, but whose output is likely not what the user wants (the message says why)."""
 
 
-def warn(message):
-    """One ``FusionWarning``: printed as the line ``fairseq-fusion: warning: MESSAGE`` (``install``)."""
-    warnings.warn(message, FusionWarning, stacklevel=2)
+def warn(message, logger=None):
+    """One ``FusionWarning``: printed as the line ``fairseq-fusion: warning: MESSAGE`` (``install``). Where the warning
+    filters hide it (``PYTHONWARNINGS=ignore``, ``-W ignore``, ``warnings.simplefilter("ignore")``), it goes to the
+    logger of the calling module (``fairseq_fusion.input_checks``, ...; ``logger``: another name) at WARNING instead,
+    as fairseq reports its own problems: no filter silences a result that is likely wrong, and no line is printed
+    twice. A filter ``error`` raises it; a caller recording warnings records it."""
+    caller = sys._getframe(1).f_globals.get("__name__", __name__)
+    with warnings.catch_warnings(record=True) as passed:  # the filters as they are, the warning kept, not shown
+        warnings.warn(message, FusionWarning, stacklevel=2)
+    for w in passed:  # through the filters: shown (or recorded) as any warning would have been
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    if not any(issubclass(w.category, FusionWarning) and str(w.message) == str(message) for w in passed):
+        logging.getLogger(logger or caller).warning(message)
 
 
 def fail(message):

@@ -92,6 +92,9 @@ CHANGES = [
     Change("fairseq.tasks.FairseqTask.filter_indices_by_size", "a sentence over max_positions: one line naming it",
            ALL, "tests/test_raw_text.py::test_interactive_refuses_an_over_long_line_in_one_line",
            "wrap entry_checks._named_oversize"),
+    Change("fairseq.distributed.utils.call_main", "fairseq-train without --max-tokens or --batch-size: one line "
+           "naming both", ALL, "tests/test_refusals.py::test_fairseq_train_without_a_batch_size_names_both_flags",
+           "wrap entry_checks._named_batch_size"),
     Change("fairseq.checkpoint_utils.verify_checkpoint_directory", "an unusable --save-dir: one line naming the flag",
            ALL, "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "wrap command_paths._checked_save_dir"),
@@ -118,7 +121,7 @@ CHANGES = [
            "tests/test_input_warnings.py::test_generate_leaves_empty_sources_empty_and_says_which",
            "wrap input_checks._empty_source_empty_translation"),
     Change("fairseq.tasks.FairseqTask.get_batch_iterator", "sees the input for the warnings, names an over-long "
-           "line", ALL, "tests/test_input_warnings.py::test_interactive_over_long_line_is_refused_by_its_input_line_"
+           "line and one longer than --max-tokens", ALL, "tests/test_input_warnings.py::test_interactive_over_long_line_is_refused_by_its_input_line_"
            "number", "wrap input_checks._inspected_batches"),
     Change("fairseq.hub_utils.GeneratorHubInterface.sample", "the hub warns of empty and undecodable sentences", ALL,
            "tests/test_input_warnings.py::test_hub_warns_of_empty_and_undecodable_sentences_and_leaves_empty_ones_"

@@ -4,11 +4,15 @@ fairseq-interactive, fairseq-generate and the hub (``translate``/``sample``/``ge
 for their run (``reporting``). What they read reaches it where all three pass:
 
 - ``FairseqTask.get_batch_iterator``: the source side of the dataset about to be batched (empty sources; words the
-  dictionary does not know, for raw text); an over-long sentence's refusal names its line as the user counts it;
+  dictionary does not know, for raw text); an over-long sentence's refusal names its line as the user counts it, and so
+  does the refusal of a sentence longer than ``--max-tokens`` (``entry_checks.too_many_tokens``);
 - fairseq-interactive's line reader (``read_lines``, in place of fairseq's ``buffered_read``): each line decoded on
   its own, a line that is not UTF-8 read with U+FFFD and counted (fairseq's raised a traceback for a file, made
   surrogates of stdin's bytes);
 - the hub's ``sample``: sentences holding undecodable bytes (surrogate escapes).
+
+A UTF-8 byte-order mark at the start of the input (fairseq-interactive's first line, a hub sentence) is removed, with
+a warning (``text_files``): fairseq would read it as part of the first word, an ``<unk>``.
 
 An empty source gets an empty translation (``FairseqTask.inference_step``), one output per input line as before.
 At the end of the run the report warns once per kind, with counts and line numbers (``errors.warn``). The language
@@ -16,11 +20,13 @@ direction of the checkpoint is checked where it is loaded (``entry_checks``).
 """
 import contextlib
 import functools
+import inspect
 import os
 import sys
 
 from .cli_hooks import wrap_main
 from .errors import warn
+from .text_files import BOM, bom_removed, without_bom
 
 _ACTIVE = []  # the report of the run in progress (one at a time; a nested call adds to it)
 SHOWN = 10  # line numbers a warning lists before "and N more"
@@ -157,7 +163,7 @@ def _empty_source_empty_translation(inference_step):
 def _inspected_batches(get_batch_iterator):
     @functools.wraps(get_batch_iterator)
     def wrapper(self, dataset, *args, **kwargs):
-        from .entry_checks import OversizeError
+        from .entry_checks import MAX_TOKENS_ASSERTION, OversizeError, too_many_tokens
 
         report = active()
         if report is not None:
@@ -168,6 +174,12 @@ def _inspected_batches(get_batch_iterator):
             if report is None:
                 raise
             raise e.named(report.one.format(report.number(e.index))) from None
+        except AssertionError as e:  # fairseq's batch_by_size: a sentence longer than --max-tokens
+            if not str(e).startswith(MAX_TOKENS_ASSERTION):
+                raise
+            given = inspect.signature(get_batch_iterator).bind(self, dataset, *args, **kwargs).arguments
+            name = None if report is None else (lambda index: report.one.format(report.number(index)))
+            raise too_many_tokens(self, dataset, given.get("max_tokens"), given.get("max_positions"), name) from None
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper
@@ -200,6 +212,8 @@ def read_lines(input, buffer_size):
                     line = line.decode("utf-8", "replace")
                     if report is not None:
                         report.not_utf8.append(number)
+            if number == 1:
+                line = without_bom(line, "standard input" if input == "-" else f"--input {input}")
             buffer.append(line.strip())
             if len(buffer) >= buffer_size:
                 if report is not None:
@@ -241,10 +255,24 @@ def _hub_report(hub):
                        prepared=isinstance(hub.bpe, PreparedBPE), prepared_flag='bpe="prepared"')
 
 
+def _hub_without_bom(sentences):
+    """The hub's input without a byte-order mark at the start of a sentence (a file read without ``utf-8-sig``), with
+    one warning naming the sentences."""
+    one = isinstance(sentences, str)
+    lines = [sentences] if one else sentences
+    if not isinstance(lines, (list, tuple)) or not any(isinstance(s, str) and s.startswith(BOM) for s in lines):
+        return sentences
+    numbers = [i + 1 for i, s in enumerate(lines) if isinstance(s, str) and s.startswith(BOM)]
+    warn(bom_removed(f"input {_numbered('sentence', numbers)}", several=len(numbers) > 1))
+    lines = [s[len(BOM):] if isinstance(s, str) and s.startswith(BOM) else s for s in lines]
+    return lines[0] if one else lines
+
+
 def _hub_sample(sample):
     @functools.wraps(sample)
     def wrapper(self, sentences, *args, **kwargs):
         with reporting(lambda: _hub_report(self)) as report:
+            sentences = _hub_without_bom(sentences)
             if report is not None:
                 lines = [sentences] if isinstance(sentences, str) else sentences
                 report.not_utf8 += [i + 1 for i, s in enumerate(lines) if isinstance(s, str) and _not_utf8(s)]

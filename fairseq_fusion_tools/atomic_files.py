@@ -5,12 +5,16 @@ folder, which replaces ``path`` (``os.replace``, atomic) only once it is complet
 or Ctrl-C the old file stays as it was and the temporary one is removed; the content is flushed to disk
 (``fsync``) before the rename, so a crash leaves the old file or the new one, never an empty one.
 ``claim(lock_path)`` takes a kernel lock on ``lock_path`` (``filelock``) until the process exits; a second
-command that finds it held is refused with one line; a process that dies in any way frees it.
+command that finds it held is refused with one line; a process that dies in any way frees it. The lock file is
+removed when the lock is released (at exit, after a failure too), while still held, so a command that opened it
+meanwhile finds its file gone and takes the new one (filelock checks that the file it locked still has a name); only
+a process killed without exit handlers (SIGKILL, out of memory) leaves the empty file, which the next command takes.
 """
 import atexit
 import json
 import os
 import tempfile
+import time
 from contextlib import contextmanager
 
 from fairseq_fusion.errors import fail
@@ -89,11 +93,24 @@ def save_figure(fig, path, **savefig_kwargs):
 _HELD = {}
 
 
+def _identity(path):
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def release(lock_path):
-    """Free a lock this process holds (``claim`` has it done at exit)."""
-    lock = _HELD.pop(os.path.abspath(lock_path), None)
-    if lock is not None:
-        lock.release()
+    """Free a lock this process holds (``claim`` has it done at exit), removing its file first if it is still the
+    file this process locked."""
+    held = _HELD.pop(os.path.abspath(lock_path), None)
+    if held is None:
+        return
+    lock, identity = held
+    try:
+        if _identity(lock.lock_file) == identity:
+            os.unlink(lock.lock_file)
+    except OSError:  # already gone, or not removable here: it stays, empty and free
+        pass
+    lock.release()
 
 
 def release_all():
@@ -104,7 +121,8 @@ def release_all():
 
 def claim(lock_path, what):
     """Hold ``lock_path`` until the process exits: a lock taken with the kernel (``filelock``), so it is free again
-    when its process ends in any way, SIGKILL and out-of-memory kills included. The (empty) lock file stays.
+    when its process ends in any way, SIGKILL and out-of-memory kills included. ``release`` removes the (empty) lock
+    file; only a process killed without exit handlers leaves it.
 
     ``what`` names the output for the refusal, e.g. ``--out results/x``."""
     import logging
@@ -117,10 +135,14 @@ def claim(lock_path, what):
         return
     os.makedirs(os.path.dirname(lock_path), exist_ok=True)
     lock = FileLock(lock_path)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
+    for attempt in range(3):  # a holder that removes its file as this one opens it: the next attempt takes the new one
+        try:
+            lock.acquire(timeout=0)
+            break
+        except Timeout:
+            time.sleep(0.05)
+    else:
         fail(f"{what} is in use by another command (lock file {lock_path}): wait until it has finished, or write "
              "elsewhere")
-    _HELD[lock_path] = lock
+    _HELD[lock_path] = (lock, _identity(lock_path))
     atexit.register(release, lock_path)

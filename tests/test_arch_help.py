@@ -92,3 +92,18 @@ def test_argparse_errors_of_fairseqs_parsers_are_one_line(tmp_path, capsys, pars
     assert e.value.code == 2
     assert err.count("\n") == 1 and err.startswith("fairseq-fusion: error: "), err[:500]
     assert expected in err and "--help lists the options" in err
+
+
+def test_fusion_archs_names_the_plugin_by_a_path_that_works_from_anywhere(tmp_path):
+    """``fusion-archs ARCH`` prints the fairseq-train command to add its flags to: its --user-dir is the plugin's
+    absolute folder (what fusion-user-dir prints), not ``fairseq_fusion``, which resolves only in the repository root."""
+    import os
+
+    from conftest import run_cli
+    from cli_runner import plugin_dir
+
+    for argv in (["fusion-archs", "transformer_surface_fusion"], ["fusion-archs"]):
+        text = " ".join(run_cli(argv, cwd=str(tmp_path)).stdout.split())
+        named = re.findall(r"--user-dir (\S+) --arch", text)
+        assert named and set(named) == {plugin_dir()}, named
+        assert os.path.isabs(named[0]) and os.path.isfile(os.path.join(named[0], "__init__.py"))

@@ -272,3 +272,44 @@ def test_score_bleu_warns_when_t_is_not_the_outputs_language(german_and_english)
         f"fusion-score-bleu: -t en, but --hyp {de} reads as de ({100 * share['de']:.0f}% of its words or letters speak "
         f"for de, {100 * share['en']:.0f}% for en): it is scored as en (tokenized BLEU split: none; de's: compound); "
         "give -t de if that is its language"]
+
+
+def test_a_warning_the_filters_hide_goes_to_the_log(multi30k_slice, tiny_checkpoint, tmp_path):
+    """PYTHONWARNINGS=ignore (read at interpreter start: a real process) cannot silence a reversed language pair: the
+    warning goes through fairseq's logger (the module's, at WARNING), in fairseq-interactive's log; without the
+    filter it is the one warning line, not printed twice."""
+    stdin = tmp_path / "stdin.txt"
+    stdin.write_bytes("Zwei Männer gehen die Straße entlang.\n".encode())
+    argv = ["fairseq-interactive", multi30k_slice, "--user-dir", USER_DIR, "--path", tiny_checkpoint, *DECODE,
+            "-s", "de", "-t", "en", "--bpe", "prepared"]
+    proc = run_cli(argv, stdin=str(stdin), env={"PYTHONWARNINGS": "ignore"}, process=True)
+    assert warning_lines(proc.stderr) == []
+    logged = [line for line in (proc.stdout + proc.stderr).splitlines() if "WARNING" in line
+              and "fairseq_fusion.entry_checks" in line and line.endswith(direction_warning(tiny_checkpoint))]
+    assert len(logged) == 1, proc.stderr[-3000:]  # as fairseq's logging prints a record in this process
+    proc = run_cli(argv, stdin=str(stdin))
+    assert warning_lines(proc.stderr) == [direction_warning(tiny_checkpoint)]
+    assert direction_warning(tiny_checkpoint) not in proc.stdout
+
+
+def test_hub_warnings_filtered_out_are_logged(multi30k_slice, tiny_checkpoint, caplog):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mt = hub(multi30k_slice, tiny_checkpoint)
+        mt.translate(RAW, beam=2, max_len_b=5)
+    logged = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("fairseq_fusion")]
+    assert logged == [("fairseq_fusion.input_checks", "WARNING", unknown_warning(multi30k_slice, RAW, 'bpe="prepared"'))]
+    caplog.clear()
+    _, messages = recorded(lambda: mt.translate(RAW, beam=2, max_len_b=5))  # recorded: not logged as well
+    assert messages == [unknown_warning(multi30k_slice, RAW, 'bpe="prepared"')]
+    assert not [r for r in caplog.records if r.name.startswith("fairseq_fusion")]
+
+
+def test_interactive_line_longer_than_max_tokens_is_refused_by_its_input_line_number(multi30k_slice, tiny_checkpoint,
+                                                                                    tmp_path):
+    """fairseq's batch_by_size asserted (a traceback); --skip-invalid-size-inputs-valid-test does not skip it."""
+    lines = [CLEAN[0].encode(), " ".join(["dog"] * 20).encode(), CLEAN[1].encode()]
+    for extra in ([], ["--skip-invalid-size-inputs-valid-test"]):
+        proc = interactive(multi30k_slice, tiny_checkpoint, tmp_path, lines, "--bpe", "prepared", "--max-tokens", "12",
+                           "--buffer-size", "4", "--batch-size", "4", *extra)
+        one_line_refusal(proc, "--max-tokens 12", "input line 2: 21 tokens", "give --max-tokens 21 or more")

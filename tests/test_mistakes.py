@@ -246,3 +246,46 @@ def test_errors_on_paths_the_user_did_not_give_keep_their_traceback(tmp_path, mo
     assert _user_files.line_for(elsewhere, None) is None
     given = FileNotFoundError(2, "No such file or directory", mine)
     assert _user_files.line_for(given, None) == f"fusion-x: --hyp {mine}: {mine}: no such file or folder"
+
+
+# ---- issue 49: a --max-tokens below the longest sentence an analysis reads; a byte-order mark in a text input -------
+MAX_TOKENS_ROWS = [(command, "--max-tokens below the longest sentence", VALID[command] + ["--max-tokens", "5"],
+                    ["--max-tokens 5", "is less than the longest sentence, line", "give --max-tokens"])
+                   for command in ("fusion-embedding-similarity", "fusion-lexical-probe")]
+
+
+@pytest.mark.parametrize("command, mistake, argv, expected", MAX_TOKENS_ROWS, ids=[f"{r[0]}: {r[1]}" for r in MAX_TOKENS_ROWS])
+def test_max_tokens_mistake_is_one_line(files, tmp_path, command, mistake, argv, expected):
+    test_mistake_is_one_line(files, tmp_path, command, mistake, argv, expected)
+
+
+# text inputs a byte-order mark is removed from (fairseq_fusion/text_files.py), with one warning naming the file
+BOM_INPUTS = {"fusion-score-bleu": ["--hyp", "--ref"], "fusion-score-rouge": ["--hyp", "--ref"],
+              "fusion-score-m2": ["--hyp", "--gold"], "fusion-bleu-by-length": ["--src", "--ref", "a={hyp}"],
+              "fusion-significance": ["--ref", "b={hyp}"], "fusion-aer": ["--gold"], "fusion-alignment-analysis": ["--parallel"], "fusion-training-curve": ["{log}"]}
+BOM_ROWS = [(command, flag) for command, flags in BOM_INPUTS.items() for flag in flags]
+
+
+def placeholder(argv, flag):
+    """The ``{name}`` a flag's value (or a positional, or NAME={name}) is in ``argv``."""
+    if "=" in flag:
+        return flag.split("=", 1)[1]
+    return argv[argv.index(flag) + 1] if flag.startswith("-") else flag
+
+
+@pytest.mark.parametrize("command, flag", BOM_ROWS, ids=[f"{c}: {f} with a byte-order mark" for c, f in BOM_ROWS])
+def test_byte_order_mark_is_removed_with_a_warning(files, tmp_path, command, flag):
+    from fairseq_fusion.errors import WARNING_PREFIX
+    from fairseq_fusion.text_files import bom_removed
+
+    f = dict(files, out=str(tmp_path))
+    good = fill(placeholder(VALID[command], flag), f)
+    marked = str(tmp_path / ("marked-" + os.path.basename(good)))
+    with open(good, "rb") as src, open(marked, "wb") as dst:
+        dst.write(b"\xef\xbb\xbf" + src.read())
+    argv = replace(VALID[command], flag, marked) if "=" not in flag else \
+        [a.replace(flag, flag.split("=")[0] + "=" + marked) if a == flag else a for a in VALID[command]]
+    proc = run_cli([command] + [fill(a, f) for a in argv], check=False)
+    assert proc.returncode == 0, proc.stderr[-2500:]
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith(WARNING_PREFIX)]
+    assert WARNING_PREFIX + bom_removed(marked) in warnings, proc.stderr[-2500:]

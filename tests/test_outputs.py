@@ -116,7 +116,7 @@ def test_a_write_is_flushed_to_disk_before_the_rename(tmp_path, monkeypatch):
 
 def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, monkeypatch):
     """fusion-bleu-by-length (no checkpoint): refused while another process holds OUT.lock, before writing
-    anything; run alone it writes OUT.json/OUT.png and removes its lock when it exits."""
+    anything; run alone it writes OUT.json/OUT.png and removes its lock and lock file when it exits."""
     from fairseq_fusion_tools.cli import bleu_by_length
 
     for name, lines in (("src", ["a b c", "d e f g"]), ("ref", ["A b c .", "D e f g ."]), ("hyp", ["A b c .", "D e g ."])):
@@ -135,7 +135,20 @@ def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, m
         holder.kill()
         holder.wait()
     run_cli(argv, process=True)  # what its exit does
-    assert sorted(os.listdir(tmp_path / "res")) == ["OUT.json", "OUT.lock", "OUT.png"]  # the empty lock file stays
+    # the stale lock file of the killed holder taken over, then removed with the lock at exit: no file not asked for
+    assert sorted(os.listdir(tmp_path / "res")) == ["OUT.json", "OUT.png"]
     holder = _holder(tmp_path / "res" / "OUT.lock")  # and is free: the command released it at exit
     holder.kill()
     holder.wait()
+
+
+def test_a_failed_analysis_leaves_no_lock_file(tmp_path):
+    """A command that claimed its --out and then failed (here: files it cannot read) removes the lock file with the
+    lock, as a successful one does: the folder holds nothing the user did not ask for."""
+    out = tmp_path / "res" / "OUT"
+    argv = ["fusion-bleu-by-length", "--src", str(tmp_path / "missing"), "--ref", str(tmp_path / "missing"),
+            "--sys", f"mine={tmp_path / 'missing'}", "--out", str(out)]
+    for process in (False, True):  # released by the in-process runner, and by the process's exit
+        proc = run_cli(argv, check=False, process=process)
+        assert proc.returncode == 1 and "no such file" in proc.stderr, proc.stderr[-2000:]
+        assert os.listdir(tmp_path / "res") == []

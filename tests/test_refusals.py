@@ -279,3 +279,41 @@ def test_user_dir_by_another_path_is_the_imported_plugin(tmp_path):
     (other / "__init__.py").write_text("")
     with pytest.raises(ImportError, match="not globally unique"):
         utils.import_user_module(argparse.Namespace(user_dir=str(other)))
+
+
+def longest_pair(data, split):
+    """(line number, tokens, source tokens, target tokens) of the longest pair of a split of the prepared folder
+    ``data``, counted from its BPE'd text: words + </s> on each side, the pair's length the longer side."""
+    sides = []
+    for lang in ("en", "de"):
+        with open(os.path.join(data, "tok", f"{split}.bpe.{lang}"), encoding="utf-8") as f:
+            sides.append([len(line.split()) + 1 for line in f])
+    pairs = [(max(s, t), -i, s, t) for i, (s, t) in enumerate(zip(*sides))]
+    length, minus_index, src, tgt = max(pairs)
+    return 1 - minus_index, length, src, tgt
+
+
+def test_fairseq_train_with_max_tokens_below_a_validation_sentence_names_it(multi30k_slice, tmp_path):
+    line, length, src, tgt = longest_pair(multi30k_slice, "valid")
+    proc = run_cli(tiny_train(multi30k_slice, str(tmp_path), "fusion_transformer", "--max-tokens", "20"), check=False)
+    one_line_refusal(proc, "--max-tokens 20", f"line {line} of valid: {length} tokens (source {src}, target {tgt}",
+                     f"give --max-tokens {length} or more", "--skip-invalid-size-inputs-valid-test")
+    assert not os.listdir(tmp_path), "a refused run must not write a checkpoint"
+    proc = run_cli(tiny_train(multi30k_slice, str(tmp_path), "fusion_transformer", "--max-tokens", str(length)))
+    assert proc.returncode == 0  # the value the line gives works
+
+
+def test_fairseq_generate_with_max_tokens_below_a_test_sentence_names_it(multi30k_slice, checkpoint):
+    line, length, _, _ = longest_pair(multi30k_slice, "test")
+    for extra in ([], ["--skip-invalid-size-inputs-valid-test"]):  # fairseq's flag skips only over-long positions
+        proc = generate(multi30k_slice, checkpoint, "--gen-subset", "test", "--max-tokens", "20", *extra)
+        one_line_refusal(proc, "--max-tokens 20", f"source line {line} of test: {length} tokens",
+                         f"give --max-tokens {length} or more")
+
+
+def test_fairseq_train_without_a_batch_size_names_both_flags(multi30k_slice, tmp_path):
+    args = tiny_train(multi30k_slice, str(tmp_path), "fusion_transformer")
+    at = args.index("--max-tokens")
+    proc = run_cli(args[:at] + args[at + 2:], check=False)
+    one_line_refusal(proc, "no batch size", "--max-tokens N", "--batch-size N")
+    assert not os.listdir(tmp_path)

@@ -27,6 +27,7 @@ import re
 from typing import Dict, List, Sequence, Set, Tuple
 
 from .common import no_grad
+from fairseq_fusion.text_files import open_text
 
 Links = Set[Tuple[int, int]]
 _LINK = re.compile(r"^(\d+)([-p])(\d+)$")
@@ -50,14 +51,14 @@ def parse_links(line: str, one_indexed: bool, where: str = "line") -> Tuple[Link
 
 
 def read_links(path: str, one_indexed: bool) -> List[Tuple[Links, Links]]:
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         return [parse_links(line, one_indexed, f"{path}:{n}") for n, line in enumerate(f, 1)]
 
 
 def read_parallel(path: str) -> List[Tuple[List[str], List[str]]]:
     """Tokenized ``source ||| target`` lines."""
     pairs = []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for n, line in enumerate(f, 1):
             parts = line.rstrip("\n").split(" ||| ")
             if len(parts) != 2:

@@ -8,13 +8,15 @@ runs without it).
 import itertools
 from typing import Iterable, Iterator, List, Optional, Tuple
 
+from fairseq_fusion.text_files import open_text
+
 from . import alignment
 from .common import no_grad
 
 
 def iter_parallel(path: str) -> Iterator[Tuple[List[str], List[str]]]:
     """Tokenized ``source ||| target`` lines, one pair at a time."""
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for n, line in enumerate(f, 1):
             parts = line.rstrip("\n").split(" ||| ")
             if len(parts) != 2:
@@ -24,7 +26,7 @@ def iter_parallel(path: str) -> Iterator[Tuple[List[str], List[str]]]:
 
 def iter_links(path: str, one_indexed: bool) -> Iterator[Tuple[alignment.Links, alignment.Links]]:
     """(sure, possible) links of each line, 0-indexed."""
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for n, line in enumerate(f, 1):
             yield alignment.parse_links(line, one_indexed, f"{path}:{n}")
 

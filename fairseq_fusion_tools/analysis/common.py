@@ -154,7 +154,15 @@ def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None
         shuffle_seed = sample_seed if shuffle_seed is None else shuffle_seed
     elif max_sentences is not None:
         order = order[order < max_sentences]
-    batch_sampler = dataset.batch_by_size(order, max_tokens=max_tokens)
+    try:
+        batch_sampler = dataset.batch_by_size(order, max_tokens=max_tokens)
+    except AssertionError as e:  # fairseq's: a sentence longer than max_tokens
+        from fairseq_fusion.entry_checks import MAX_TOKENS_ASSERTION, too_many_tokens
+
+        if not str(e).startswith(MAX_TOKENS_ASSERTION):
+            raise
+        raise too_many_tokens(task, dataset, max_tokens, indices=order,
+                              why="every sentence read must fit in one batch") from None
     if shuffle_seed is not None:
         perm = torch.randperm(len(batch_sampler), generator=torch.Generator().manual_seed(shuffle_seed))
         batch_sampler = [batch_sampler[i] for i in perm.tolist()]

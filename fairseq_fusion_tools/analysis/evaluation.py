@@ -13,12 +13,12 @@
   or approximate randomization.
 """
 import functools
-import gzip
 import math
 import re
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_fusion.encoders.text_pipeline import detokenize  # noqa: F401  (scorers detokenize as --bpe prepared does)
+from fairseq_fusion import text_files
 from fairseq_fusion.errors import FusionError
 
 CJK = re.compile(r"([\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef])")
@@ -26,10 +26,8 @@ COMPOUND = re.compile(r"(\S)-(\S)")
 
 
 def read_lines(path: str) -> List[str]:
-    """Lines of a text file (``.gz`` is read as gzip), without newlines."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+    """Lines of a text file (``.gz`` is read as gzip; a byte-order mark removed, with a warning), without newlines."""
+    return text_files.read_lines(path)
 
 
 def read_generate_output(path: str, bpe_symbol: str = "@@ ") -> Dict[str, List[str]]:
@@ -40,7 +38,7 @@ def read_generate_output(path: str, bpe_symbol: str = "@@ ") -> Dict[str, List[s
     output (generation without ``--remove-bpe``) is removed.
     """
     found = {"H": {}, "T": {}, "S": {}, "D": {}}
-    with open(path, encoding="utf-8") as f:
+    with text_files.open_text(path) as f:
         for lineno, line in enumerate(f, 1):
             m = re.match(r"^([HTSD])-(\d+)\t", line)
             if not m:
@@ -57,6 +55,22 @@ def read_generate_output(path: str, bpe_symbol: str = "@@ ") -> Dict[str, List[s
         missing = sorted(set(range(ids[-1] + 1)) - set(ids))[:5]
         raise FusionError(f"{path}: hypotheses of sentences {missing} are missing (incomplete generation?)")
     return {k: [v.get(i, "") for i in ids] if v else [] for k, v in found.items()}
+
+
+def generate_own_score(path: str, bpe_symbol: str = "@@ "):
+    """(fairseq-generate's own score, what it was computed on) of a generate log, or None: the last
+    ``Generate SPLIT with beam=N: BLEU4 = ...`` line, a score of what fairseq's scorer saw (subword units unless
+    ``--remove-bpe``), never of the raw reference."""
+    score, subwords = None, False
+    with text_files.open_text(path, errors="replace") as f:
+        for line in f:
+            if line.startswith("Generate ") and ": " in line and "BLEU" in line:
+                score = line.split(": ", 1)[1].strip()
+            elif line.startswith("H-") and bpe_symbol in line.rstrip("\n") + " ":
+                subwords = True
+    if score is None:
+        return None
+    return score, "subword units (BPE left in: no --remove-bpe)" if subwords else "fairseq's tokenized text"
 
 
 @functools.lru_cache(maxsize=None)

@@ -25,6 +25,7 @@ is registered in ``analysis/metrics.py``.
 """
 import math
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from fairseq_fusion.text_files import open_text
 
 
 EPSILON = 0.001  # set_weights: the extra weight of an edge that matches no gold edit
@@ -95,7 +96,7 @@ def read_m2(path: str, skip_types: Sequence[str] = ()) -> Iterator[Tuple[str, Di
     paragraph's edits are filtered by the cumulative token count, as the official script does).
     """
     paragraph: List[Tuple[int, str]] = []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         for lineno, raw in enumerate(f, 1):
             line = raw.rstrip("\r\n")
             if line.strip() == "":

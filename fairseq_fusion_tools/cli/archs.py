@@ -7,13 +7,14 @@
 
 The flags an arch sets are computed (its preset against fusion_transformer's); paper, equations and notes are
 declared with @describe next to each preset (fairseq_fusion/models/archs_*.py). fairseq-train shows the technique
-flags under their technique titles only when it knows the model: fairseq-train --user-dir fairseq_fusion --arch ARCH
---help.
+flags under their technique titles only when it knows the model: fairseq-train --user-dir $(fusion-user-dir) --arch
+ARCH --help. The commands it prints name the plugin by its absolute folder, which works from any directory.
 """
 import argparse
 import difflib
 import json
 import os
+import shlex
 import shutil
 import tempfile
 import textwrap
@@ -23,7 +24,15 @@ from fairseq_fusion.errors import fail
 from fairseq_fusion.models import catalog, conflicts
 
 TYPE_NAMES = {bool: "[BOOL]", int: "INT", float: "FLOAT", str: "STR"}
-HELP_HINT = "fairseq-train DATA --user-dir fairseq_fusion --arch {arch} --help lists them too, under the same titles."
+HELP_HINT = "fairseq-train DATA --user-dir {user_dir} --arch {arch} --help lists them too, under the same titles."
+
+
+def user_dir():
+    """``--user-dir``'s value that works from any directory: the absolute folder of the plugin (what
+    ``fusion-user-dir`` prints), quoted for a shell where it needs to be."""
+    import fairseq_fusion
+
+    return shlex.quote(os.path.dirname(os.path.abspath(fairseq_fusion.__file__)))
 
 
 def get_parser():
@@ -86,7 +95,7 @@ def list_archs(fmt):
         lines += arch_lines(record) + [""]
     lines.append(fill("\"sets\" is what the preset changes from fusion_transformer (computed); \"notes\" is the "
                       "README's key-flags column. fusion-archs ARCH lists every technique flag of ARCH; "
-                      + HELP_HINT.format(arch="ARCH")))
+                      + HELP_HINT.format(arch="ARCH", user_dir=user_dir())))
     return "\n".join(lines)
 
 
@@ -117,9 +126,9 @@ def show_arch(arch, fmt):
     record, groups = arch_record(arch), flag_records(arch)
     if fmt == "json":
         return json.dumps({**record, "above": above(arch), "groups": groups}, indent=1, ensure_ascii=False)
-    intro = (f"Technique flags of {arch}: add any to fairseq-train DATA --user-dir fairseq_fusion --arch {arch}. "
+    intro = (f"Technique flags of {arch}: add any to fairseq-train DATA --user-dir {user_dir()} --arch {arch}. "
              f"\"value\" is what {arch} sets, \"default\" the flag's off value, \"needs\" the technique "
-             f"the flag configures; the techniques {arch} turns on come first. " + HELP_HINT.format(arch=arch))
+             f"the flag configures; the techniques {arch} turns on come first. " + HELP_HINT.format(arch=arch, user_dir=user_dir()))
     refers = any(t.startswith(("as above", "same")) for t in (record["equations"], record["key_flags"], record["paper"]))
     if fmt == "markdown":
         lines = [f"## `{arch}`", "", f"- paper: {record['paper']}", f"- equations: {record['equations']}",

@@ -21,7 +21,6 @@ files inside the folder and moves them into place at the end (none of the folder
 """
 import json
 import argparse
-import gzip
 import os
 import shlex
 import shutil
@@ -32,6 +31,7 @@ from multiprocessing import Pool
 
 from .. import data_paths
 from ..progress import progress
+from fairseq_fusion import text_files
 from fairseq_fusion.errors import fail
 from ._tools import description_of
 from fairseq_fusion.encoders.bpe_tools import bpe_applier, require_fastbpe
@@ -42,9 +42,7 @@ from fairseq_fusion.encoders.text_pipeline import (  # noqa: F401  (TextPipeline
 
 def read_lines(prefix, lang, max_lines=None):
     path = data_paths.find_text(prefix, lang)
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for line in f]
+    lines = text_files.read_lines(path)  # a byte-order mark removed, with a warning naming the file
     return lines[:max_lines] if max_lines else lines
 
 

@@ -1,6 +1,7 @@
 """fusion-score-bleu: detokenized sacreBLEU (with signature) and tokenized BLEU of a translation.
 
-The hypothesis is a ``fairseq-generate`` log (``--hyp-format generate``, BPE removed), Moses-
+The hypothesis is a ``fairseq-generate`` log (``--hyp-format generate``, BPE removed; the log's own ``BLEU4 = ...``
+line, fairseq's score of subword units, is named as not the result), Moses-
 tokenized text (``tok``: detokenized here) or plain text (``detok``). The reference is raw text.
 Tokenized BLEU re-tokenizes both sides with the Moses tokenizer and splits compounds (de, fr)
 or Chinese characters (zh), as the papers did (see ``fairseq_fusion_tools.analysis.evaluation``).
@@ -70,6 +71,10 @@ def main(args):
     print(f"sacreBLEU signature: {result['sacrebleu']['signature']}")
     if "tokenized_bleu" in result:
         print(f"tokenized BLEU ({result['tokenized_bleu']['split']} split): {result['tokenized_bleu']['text']}")
+    own = evaluation.generate_own_score(args.hyp) if args.hyp_format == "generate" else None
+    if own is not None:  # the other number a newcomer sees: say which one is the result
+        print(f"(the result is the sacreBLEU above; the last line of {args.hyp}, {own[0].split(',')[0]}, is "
+              f"fairseq-generate's own score on {own[1]}: not comparable to published scores)")
     if args.out:
         atomic_files.write_lines(args.out + ".detok", detok)
         atomic_files.write_json(args.out + ".json", result)

@@ -14,6 +14,7 @@ import re
 from ..analysis import common
 from fairseq_fusion.errors import fail
 from ._tools import description_of
+from fairseq_fusion.text_files import open_text
 
 # fairseq's progress_bar: simple format "... | valid on 'valid' subset | loss 4.1 | ... | num_updates 500",
 # json format "... | {"epoch": 1, "valid_loss": "4.1", ..., "valid_num_updates": "500"}"
@@ -51,7 +52,7 @@ def parse_line(line):
 def read_log(path, subset="valid"):
     """Validation points of one log: [{num_updates, epoch, bleu, loss, nll_loss, ppl}] (None where not logged)."""
     points = []
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_text(path, errors="replace") as f:
         for line in f:
             parsed = parse_line(line)
             if parsed is None or parsed[0] != subset:
