@@ -111,7 +111,9 @@ class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
         x = x * (1 - encoder_padding_mask.unsqueeze(-1).type_as(x) * has_pads.type_as(x))
         x = x.transpose(0, 1)  # B x T x C -> T x B x C
 
-        layer_mask = encoder_padding_mask if has_pads else None
+        # fairseq passes the layers None when no sentence is padded: a data-dependent branch (a graph break under
+        # torch.compile, a host sync on CUDA); an all-False mask masks nothing, and the attention's numbers are the same
+        layer_mask = encoder_padding_mask
         states = [x]
         ctx = StackContext(embed=encoder_embedding.transpose(0, 1), states=states, padding_mask=layer_mask,
                            src_tokens=src_tokens, inputs=extra_inputs or {})

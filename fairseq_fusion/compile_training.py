@@ -1,0 +1,66 @@
+"""``--fusion-compile [BACKEND]``: the training forward of every ``fusion_transformer`` arch through ``torch.compile``.
+
+A model option (``FusionTransformerModel.add_args``), so fairseq-train, fairseq-hydra-train (``model.fusion_compile``)
+and every arch take it. The model's ``forward`` in training mode (``model.train()``: fairseq's ``train_step``) runs
+``FusionTransformerModel.eager_forward`` compiled with dynamic shapes (``dynamic=True``: the batch and both lengths
+are symbolic, so a new batch shape reuses the graph); everything else stays eager: validation (``model.eval()``),
+generation (fairseq's generator calls the encoder and decoder, never ``forward``), the hub and the tools. Nothing is
+wrapped: the compiled function is the class's, called with the model, so the module tree, parameter names and state
+dicts are those of an eager model (no ``_orig_mod.`` prefix) and checkpoints load both ways; resuming may switch it on
+or off (``resume_check``: it changes training, not the model).
+
+``BACKEND`` is one of torch.compile's backends (default ``inductor``; ``aot_eager`` or ``eager`` trace without
+generating code, the same numbers as eager: what the tests run on the CPU). The encoder and decoder of every arch
+compile into one graph, except the phrase archs (a sentence's phrase count sets a tensor's size: see
+``docs/compile.md``).
+"""
+from .errors import FusionError
+
+OPTION = "--fusion-compile"
+DEST = "fusion_compile"
+DEFAULT_BACKEND = "inductor"
+_COMPILED = {}  # backend -> FusionTransformerModel.eager_forward compiled (one per process, shared by the models)
+
+
+def add_args(parser):
+    parser.add_argument(
+        OPTION, nargs="?", const=DEFAULT_BACKEND, default=None, metavar="BACKEND",
+        help="compile the training forward with torch.compile, dynamic shapes (BACKEND: default inductor; aot_eager "
+             "or eager trace only); validation, generation and checkpoints stay eager (docs/compile.md)")
+
+
+def backend(args):
+    """The backend ``args`` asks for, or None (off); refuses an unknown backend and the combinations that cannot
+    compile, in one line naming the flags."""
+    value = getattr(args, DEST, None)
+    if value in (None, False, "", "none", "off", "false"):
+        return None
+    if value is True or value in ("true", "on"):
+        value = DEFAULT_BACKEND
+    import torch
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if value not in known:
+        raise FusionError(f"{OPTION} {value!r}: expected a torch.compile backend, one of {', '.join(sorted(known))}")
+    if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
+        which = "--checkpoint-activations" if getattr(args, "checkpoint_activations", False) else "--offload-activations"
+        raise FusionError(f"{OPTION} and {which}: torch.compile cannot trace the fusion layers' checkpoint (it "
+                          f"recomputes from the layer context, outside the graph); use one of them")
+    return value
+
+
+def compiled_forward(name):
+    """``FusionTransformerModel.eager_forward`` compiled for backend ``name`` (built once per process)."""
+    if name not in _COMPILED:
+        import torch
+        from .models.fusion_transformer import FusionTransformerModel
+
+        _COMPILED[name] = torch.compile(FusionTransformerModel.eager_forward, dynamic=True, backend=name)
+    return _COMPILED[name]
+
+
+def is_compiling():
+    import torch
+
+    return torch.compiler.is_compiling()
+
