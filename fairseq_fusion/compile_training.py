@@ -9,7 +9,8 @@ wrapped: the compiled function is the class's, called with the model, so the mod
 dicts are those of an eager model (no ``_orig_mod.`` prefix) and checkpoints load both ways; resuming may switch it on
 or off (``resume_check``: it changes training, not the model).
 
-``BACKEND`` is one of torch.compile's backends (default ``inductor``; ``aot_eager`` or ``eager`` trace without
+Activation checkpointing (the layers' non-reentrant checkpoint) is traced into the graph. ``BACKEND`` is one of
+torch.compile's backends (default ``inductor``; ``aot_eager`` or ``eager`` trace without
 generating code, the same numbers as eager: what the tests run on the CPU). The encoder and decoder of every arch
 compile into one graph, except the phrase archs (a sentence's phrase count sets a tensor's size: see
 ``docs/compile.md``).
@@ -30,8 +31,7 @@ def add_args(parser):
 
 
 def backend(args):
-    """The backend ``args`` asks for, or None (off); refuses an unknown backend and the combinations that cannot
-    compile, in one line naming the flags."""
+    """The backend ``args`` asks for, or None (off); an unknown backend is refused in one line."""
     value = getattr(args, DEST, None)
     if value in (None, False, "", "none", "off", "false"):
         return None
@@ -42,10 +42,6 @@ def backend(args):
     known = torch._dynamo.list_backends(exclude_tags=())
     if value not in known:
         raise FusionError(f"{OPTION} {value!r}: expected a torch.compile backend, one of {', '.join(sorted(known))}")
-    if getattr(args, "checkpoint_activations", False) or getattr(args, "offload_activations", False):
-        which = "--checkpoint-activations" if getattr(args, "checkpoint_activations", False) else "--offload-activations"
-        raise FusionError(f"{OPTION} and {which}: torch.compile cannot trace the fusion layers' checkpoint (it "
-                          f"recomputes from the layer context, outside the graph); use one of them")
     return value
 
 

@@ -16,6 +16,8 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
   that the model defers to; ``None`` keeps fairseq's softmax. Whatever it reads from
   ``extra`` must be last-step only in incremental decoding (fairseq's ensemble slices
   only ``decoder_out[0]``).
+- over the full sequence (training) the self-attention padding mask is passed always (branch-free for
+  ``--fusion-compile``; all-False masks nothing); under torch.compile the future mask is built per call.
 """
 from typing import Any, Callable, Dict, List, Optional
 

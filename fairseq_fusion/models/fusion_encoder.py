@@ -15,6 +15,8 @@ Differences from ``TransformerEncoderBase`` (none changes the numbers with optio
   exporting them otherwise would cost a reorder per tensor and beam step), and any extra key a
   technique registers in ``self.extra_out_batch_dims``; ``reorder_encoder_out`` reorders every
   key it carries. Encoder-side hooks (``extra_output_hooks``) always see all states in ``ctx``.
+- the layers always get the padding mask (fairseq passes None when nothing is padded: a data-dependent branch,
+  a graph break under ``--fusion-compile``); an all-False mask masks nothing.
 """
 from typing import Callable, Dict, List, Optional
 
