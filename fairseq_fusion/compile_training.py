@@ -20,7 +20,7 @@ from .errors import FusionError
 OPTION = "--fusion-compile"
 DEST = "fusion_compile"
 DEFAULT_BACKEND = "inductor"
-_COMPILED = {}  # backend -> FusionTransformerModel.eager_forward compiled (one per process, shared by the models)
+_COMPILED = {}  # (function, backend) -> compiled function (one per process, shared by the models)
 
 
 def add_args(parser):
@@ -45,14 +45,13 @@ def backend(args):
     return value
 
 
-def compiled_forward(name):
-    """``FusionTransformerModel.eager_forward`` compiled for backend ``name`` (built once per process)."""
-    if name not in _COMPILED:
+def compiled(function, name):
+    """``function`` (``FusionTransformerModel.eager_forward``) compiled for backend ``name``, once per process."""
+    if (function, name) not in _COMPILED:
         import torch
-        from .models.fusion_transformer import FusionTransformerModel
 
-        _COMPILED[name] = torch.compile(FusionTransformerModel.eager_forward, dynamic=True, backend=name)
-    return _COMPILED[name]
+        _COMPILED[function, name] = torch.compile(function, dynamic=True, backend=name)
+    return _COMPILED[function, name]
 
 
 def is_compiling():

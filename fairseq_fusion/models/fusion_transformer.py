@@ -83,7 +83,7 @@ class FusionTransformerModel(TransformerModel):
         run = self.eager_forward
         backend = getattr(self, "compile_backend", None)
         if backend is not None and self.training and not compile_training.is_compiling():
-            run = functools.partial(compile_training.compiled_forward(backend), self)
+            run = functools.partial(compile_training.compiled(type(self).eager_forward, backend), self)
         return run(src_tokens, src_lengths, prev_output_tokens, return_all_hiddens, features_only, alignment_layer,
                    alignment_heads, **extra_encoder_inputs)
 
