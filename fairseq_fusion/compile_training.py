@@ -12,8 +12,8 @@ or off (``resume_check``: it changes training, not the model).
 Activation checkpointing (the layers' non-reentrant checkpoint) is traced into the graph. ``BACKEND`` is one of
 torch.compile's backends (default ``inductor``; ``aot_eager`` or ``eager`` trace without
 generating code, the same numbers as eager: what the tests run on the CPU). The encoder and decoder of every arch
-compile into one graph, except the phrase archs (a sentence's phrase count sets a tensor's size: see
-``docs/compile.md``).
+compile into one graph: what sizes tensors from data (the phrase segmentation) is computed before it by the encoder's
+``eager_input_hooks`` (``docs/compile.md``).
 """
 from .errors import FusionError
 

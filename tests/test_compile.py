@@ -15,16 +15,16 @@ from conftest import build_model, run_cli, tiny_train_args, write_dicts
 
 # (arch, backend, extra flags): the plain model through AOTAutograd; lexical shortcuts (layers that read the layer
 # context) under activation checkpointing through AOTAutograd; the diversity criterion (forward hooks on the layers
-# per step) and SurfaceFusion through dynamo's graph
+# per step) and the n-gram phrases (their segmentation computed before the graph) through dynamo's graph
 CASES = [
     ("fusion_transformer", "aot_eager", ()),
     ("transformer_lexical_shortcuts_ff", "aot_eager", ("--checkpoint-activations",)),
     ("transformer_hierarchical_aggregation", "eager", ("--encoder-layers", "2", "--decoder-layers", "2", "--criterion",
                                                         "label_smoothed_cross_entropy_with_diversity")),
-    ("transformer_surface_fusion", "eager", ()),
+    ("transformer_phrase", "eager", ()),
 ]
-# the archs whose forward is one graph (every arch but the phrase ones: docs/compile.md)
-ONE_GRAPH = ["fusion_transformer", "transformer_lexical_shortcuts_ff", "transformer_hierarchical_aggregation",
+# archs whose training forward is one graph (every arch is: docs/compile.md)
+ONE_GRAPH = ["transformer_phrase", "transformer_phrase_max_attn", "fusion_transformer", "transformer_lexical_shortcuts_ff", "transformer_hierarchical_aggregation",
              "transformer_multilayer_attention", "transformer_simplified_decoder", "transformer_sem_tem_ifm",
              "transformer_fine_grained_layer_attention", "transformer_surface_fusion", "transformer_dense",
              "transformer_linear_combination"]
@@ -122,8 +122,9 @@ def test_only_training_mode_compiles_and_state_dict_is_eager(tmp_path):
 
 @pytest.mark.parametrize("arch", ONE_GRAPH)
 def test_no_graph_break(tmp_path, arch):
-    """dynamo traces the training forward of every arch but the phrase ones into one graph: no data-dependent
-    branch in the plugin's encoder, decoder and techniques (fairseq's modules they call have none either)."""
+    """dynamo traces the training forward of every arch into one graph: no data-dependent branch in the plugin's
+    encoder, decoder and techniques (fairseq's modules they call have none either); what sizes tensors from data (the
+    phrase segmentation) is computed before the graph by the encoder's ``eager_input_hooks``."""
     data = write_dicts(tmp_path, 40)
     model, task, _ = build_model(data, arch, "--encoder-layers", "4", "--decoder-layers", "4", "--encoder-embed-dim",
                                  "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "16",
@@ -134,7 +135,10 @@ def test_no_graph_break(tmp_path, arch):
     prev = torch.randint(5, 40, (2, 4))
     model.train()
     torch._dynamo.reset()
-    explained = torch._dynamo.explain(model.eager_forward)(src, (src != pad).sum(1), prev)
+    extra = {}
+    for hook in model.encoder.eager_input_hooks:  # run before the graph, as the model's forward does
+        extra.update(hook(src, extra))
+    explained = torch._dynamo.explain(model.eager_forward)(src, (src != pad).sum(1), prev, **extra)
     where = [f"{b.user_stack[-1].filename}:{b.user_stack[-1].lineno}: {b.reason.splitlines()[0]}"
              for b in explained.break_reasons if b.user_stack]
     assert explained.graph_break_count == 0 and explained.graph_count == 1, where

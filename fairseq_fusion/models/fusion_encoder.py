@@ -82,6 +82,10 @@ class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
         # callables ``(out, ctx) -> None``, each adding its keys to the output dict ``out`` in place (bound
         # methods or modules of a technique, owned elsewhere: a plain list, so no state-dict keys of its own)
         self.extra_output_hooks: List[Callable[[Dict[str, List[Tensor]], StackContext], None]] = []
+        # callables ``(src_tokens, inputs) -> {key: value}`` that compute, from the batch, what sizes tensors from data
+        # (a host read); under ``--fusion-compile`` the model runs them eagerly, before the compiled forward, and
+        # passes their values as extra inputs (``ctx.inputs``), so the graph has no break there
+        self.eager_input_hooks: List[Callable[[Tensor, Dict[str, Tensor]], Dict[str, object]]] = []
 
     def build_encoder_layer(self, cfg):
         return self.build_fusion_layer(FusionEncoderLayer, cfg)

@@ -84,6 +84,8 @@ class FusionTransformerModel(TransformerModel):
         backend = getattr(self, "compile_backend", None)
         if backend is not None and self.training and not compile_training.is_compiling():
             run = functools.partial(compile_training.compiled(type(self).eager_forward, backend), self)
+            for hook in self.encoder.eager_input_hooks:  # what sizes tensors from data, computed outside the graph
+                extra_encoder_inputs = {**extra_encoder_inputs, **hook(src_tokens, extra_encoder_inputs)}
         return run(src_tokens, src_lengths, prev_output_tokens, return_all_hiddens, features_only, alignment_layer,
                    alignment_heads, **extra_encoder_inputs)
 
