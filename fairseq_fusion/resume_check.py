@@ -10,7 +10,7 @@ refuses a difference in one line, before anything is written.
 The model's settings (compared): ``--arch`` and every option of the model classes (their ``add_args``: fairseq's
 architecture options, every technique flag of the registry), except those that change training, not the model:
 dropout of any kind (names with dropout, dropconnect, layerdrop, quant_noise), activation checkpointing and
-offloading, FSDP wrapping, TorchScript export, and initialization (``--init-from-vanilla``, embedding files), which
+offloading, ``--fusion-compile``, FSDP wrapping, TorchScript export, and initialization (``--init-from-vanilla``, embedding files), which
 the resumed weights replace. What else fairseq lets a resume change (learning rate and schedule, batch size,
 ``--max-update``, seeds, logging, saving, precision) is no model option, so it is not compared.
 
@@ -28,7 +28,7 @@ from .errors import FusionError, few
 from .fusion_options import VERSION_KEY, option_name
 
 TRAINING_ONLY_WORDS = ("dropout", "dropconnect", "layerdrop", "quant_noise")
-TRAINING_ONLY = {"checkpoint_activations", "offload_activations", "min_params_to_wrap", "export",
+TRAINING_ONLY = {"checkpoint_activations", "offload_activations", "fusion_compile", "min_params_to_wrap", "export",
                  "init_from_vanilla", "encoder_embed_path", "decoder_embed_path", VERSION_KEY}
 _MISSING = object()
 

@@ -198,6 +198,10 @@ reg("fusion-prepare-gpt2 --overwrite", "flags", mode="flags", local="a fragment:
 reg("fairseq-train data-bin --user-dir $(fusion-user-dir) --arch ARCH --fp16 --ddp-backend pytorch_ddp "
     "--distributed-world-size 8 ...", "distributed", mode="parse", sub=[("ARCH", "transformer_surface_fusion")],
     tiny=TINY_MODEL, local="8 CUDA GPUs: its arguments parsed and the model built")
+reg("fairseq-train data-bin --user-dir $(fusion-user-dir) --arch ARCH --fusion-compile ...", "distributed", mode="parse",
+    sub=[("ARCH", "transformer_surface_fusion")], tiny=TINY_MODEL,
+    local="inductor generates kernels for minutes: its arguments parsed and the model built (tests/test_compile.py trains "
+          "with the tracing backends)")
 reg("torchrun --nnodes N --nproc_per_node 8 --node_rank R --master_addr HOST --master_port PORT $(which fairseq-train) ... "
     "--distributed-backend nccl", "distributed", mode="parse",
     run=f"fairseq-train data-bin --user-dir $(fusion-user-dir) --arch fusion_transformer {TINY_MODEL} --distributed-backend nccl",

@@ -5,7 +5,7 @@ from fairseq.models.transformer.transformer_legacy import (
     transformer_vaswani_wmt_en_de_big,
 )
 
-from .. import fusion_options
+from .. import compile_training, fusion_options
 from .catalog import describe
 
 
@@ -20,6 +20,7 @@ def fusion_base_architecture(args):
     base_architecture(args)
     fusion_options.set_defaults(args)
     fusion_options.check_values(args)  # at parse time: before fairseq-train writes anything
+    compile_training.backend(args)  # --fusion-compile's backend, as early
 
 
 @describe(
@@ -33,3 +34,4 @@ def fusion_big_architecture(args):
     transformer_vaswani_wmt_en_de_big(args)
     fusion_options.set_defaults(args)
     fusion_options.check_values(args)  # at parse time: before fairseq-train writes anything
+    compile_training.backend(args)  # --fusion-compile's backend, as early

@@ -16,9 +16,12 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
   that the model defers to; ``None`` keeps fairseq's softmax. Whatever it reads from
   ``extra`` must be last-step only in incremental decoding (fairseq's ensemble slices
   only ``decoder_out[0]``).
+- over the full sequence (training) the self-attention padding mask is passed always (branch-free for
+  ``--fusion-compile``; all-False masks nothing); under torch.compile the future mask is built per call.
 """
 from typing import Any, Callable, Dict, List, Optional
 
+import torch
 from fairseq.models.transformer import TransformerDecoderBase
 from torch import Tensor
 
@@ -43,6 +46,15 @@ class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return self.build_fusion_layer(FusionDecoderLayer, cfg, no_encoder_attn)
+
+    def buffered_future_mask(self, tensor):
+        """fairseq's future mask; under torch.compile (``--fusion-compile``) built afresh for the length, the same
+        values: fairseq's buffer grows with the longest target seen, and each growth, a module attribute rebound,
+        would recompile the graph."""
+        if not torch.compiler.is_compiling():
+            return super().buffered_future_mask(tensor)
+        dim = tensor.size(0)
+        return torch.triu(torch.full((dim, dim), float("-inf"), device=tensor.device), 1).to(tensor)
 
     # seam (c): what decoder layer idx reads of the encoder
     def encoder_memory(self, idx: int, encoder_out, incremental_state):
@@ -94,7 +106,10 @@ class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
 
         x, embed, prev_output_tokens = self.embed(prev_output_tokens, incremental_state)
         self_attn_padding_mask: Optional[Tensor] = None
-        if self.cross_self_attention or prev_output_tokens.eq(self.padding_idx).any():  # as fairseq's decoder
+        if incremental_state is None or self.cross_self_attention or prev_output_tokens.eq(self.padding_idx).any():
+            # fairseq's decoder passes None when no target is padded; over the full sequence (training) the mask is
+            # passed always, branch-free (no graph break under torch.compile, no host sync on CUDA): an all-False mask
+            # masks nothing, the numbers are the same. Incremental decoding keeps fairseq's test.
             self_attn_padding_mask = prev_output_tokens.eq(self.padding_idx)
 
         attn: Optional[Tensor] = None

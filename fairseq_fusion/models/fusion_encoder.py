@@ -15,6 +15,8 @@ Differences from ``TransformerEncoderBase`` (none changes the numbers with optio
   exporting them otherwise would cost a reorder per tensor and beam step), and any extra key a
   technique registers in ``self.extra_out_batch_dims``; ``reorder_encoder_out`` reorders every
   key it carries. Encoder-side hooks (``extra_output_hooks``) always see all states in ``ctx``.
+- the layers always get the padding mask (fairseq passes None when nothing is padded: a data-dependent branch,
+  a graph break under ``--fusion-compile``); an all-False mask masks nothing.
 """
 from typing import Callable, Dict, List, Optional
 
@@ -80,6 +82,10 @@ class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
         # callables ``(out, ctx) -> None``, each adding its keys to the output dict ``out`` in place (bound
         # methods or modules of a technique, owned elsewhere: a plain list, so no state-dict keys of its own)
         self.extra_output_hooks: List[Callable[[Dict[str, List[Tensor]], StackContext], None]] = []
+        # callables ``(src_tokens, inputs) -> {key: value}`` that compute, from the batch, what sizes tensors from data
+        # (a host read); under ``--fusion-compile`` the model runs them eagerly, before the compiled forward, and
+        # passes their values as extra inputs (``ctx.inputs``), so the graph has no break there
+        self.eager_input_hooks: List[Callable[[Tensor, Dict[str, Tensor]], Dict[str, object]]] = []
 
     def build_encoder_layer(self, cfg):
         return self.build_fusion_layer(FusionEncoderLayer, cfg)
@@ -111,7 +117,9 @@ class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
         x = x * (1 - encoder_padding_mask.unsqueeze(-1).type_as(x) * has_pads.type_as(x))
         x = x.transpose(0, 1)  # B x T x C -> T x B x C
 
-        layer_mask = encoder_padding_mask if has_pads else None
+        # fairseq passes the layers None when no sentence is padded: a data-dependent branch (a graph break under
+        # torch.compile, a host sync on CUDA); an all-False mask masks nothing, and the attention's numbers are the same
+        layer_mask = encoder_padding_mask
         states = [x]
         ctx = StackContext(embed=encoder_embedding.transpose(0, 1), states=states, padding_mask=layer_mask,
                            src_tokens=src_tokens, inputs=extra_inputs or {})

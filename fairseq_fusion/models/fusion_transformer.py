@@ -8,12 +8,13 @@ flags (``archs_*.py``). Seams: (a) attention keys/values and (d) sub-layer plans
 layer reads of the encoder in ``FusionTransformerDecoder.encoder_memory``; (e) the output
 distribution in ``get_normalized_probs`` (deferring to ``decoder.output_fusion``).
 """
+import functools
 import os
 
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
-from .. import fusion_options, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
+from .. import compile_training, fusion_options, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
 from ..checkpoint_safety import check_vocabulary_sizes
 from ..hub_checks import check_hub_data, check_hub_folder, check_registry_choices
 from .fusion_decoder import FusionTransformerDecoder
@@ -27,14 +28,17 @@ class FusionTransformerModel(TransformerModel):
     def add_args(cls, parser):
         super().add_args(parser)
         fusion_options.add_args(parser)
+        compile_training.add_args(parser)
 
     @classmethod
     def build_model(cls, args, task):
         fusion_options.validate(args)
         fusion_options.check_criterion(args)
+        compile_backend = compile_training.backend(args)  # refused before anything is built
         model = super().build_model(args, task)
         fusion_options.attach(model, args)
         model.dictionary_files = dictionary_files(task)
+        model.compile_backend = compile_backend  # a plain attribute: not in the state dict
         return model
 
     @classmethod
@@ -75,7 +79,29 @@ class FusionTransformerModel(TransformerModel):
         alignment_heads=None,
         **extra_encoder_inputs,
     ):
-        """fairseq's forward; other ``net_input`` keys of a task go to the encoder (``ctx.inputs``)."""
+        """fairseq's forward; other ``net_input`` keys of a task go to the encoder (``ctx.inputs``). In training mode
+        with ``--fusion-compile`` it runs ``eager_forward`` compiled (``compile_training``); otherwise eager."""
+        run = self.eager_forward
+        backend = getattr(self, "compile_backend", None)
+        if backend is not None and self.training and not compile_training.is_compiling():
+            run = functools.partial(compile_training.compiled(type(self).eager_forward, backend), self)
+            for hook in self.encoder.eager_input_hooks:  # what sizes tensors from data, computed outside the graph
+                extra_encoder_inputs = {**extra_encoder_inputs, **hook(src_tokens, extra_encoder_inputs)}
+        return run(src_tokens, src_lengths, prev_output_tokens, return_all_hiddens, features_only, alignment_layer,
+                   alignment_heads, **extra_encoder_inputs)
+
+    def eager_forward(
+        self,
+        src_tokens,
+        src_lengths,
+        prev_output_tokens,
+        return_all_hiddens: bool = True,
+        features_only: bool = False,
+        alignment_layer=None,
+        alignment_heads=None,
+        **extra_encoder_inputs,
+    ):
+        """The model's forward as written (what ``--fusion-compile`` compiles)."""
         encoder_out = self.encoder(
             src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens, **extra_encoder_inputs
         )

@@ -115,6 +115,7 @@ def attach(model, args):
         add_sublayer(layer, SUBLAYER, PhraseEncoderSublayer(cfg, segmenter, glance, attentive, combiner), "self_attn")
     encoder.phrase_output = PhraseEncoderOutput(cfg.encoder.embed_dim, segmenter, glance, attentive, transparent)
     encoder.extra_output_hooks.append(encoder.phrase_output)
+    encoder.eager_input_hooks.append(segmenter.eager_input)  # --fusion-compile: no graph break on the phrase count
     encoder.extra_out_batch_dims.update({PHRASE_REPS: 1, PHRASE_PADDING_MASK: 0})
     num_states = len(encoder.layers) + 1  # Eq. 6: i = 0 (embedding layer) .. d
     for layer in decoder.layers:

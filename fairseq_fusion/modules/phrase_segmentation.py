@@ -122,9 +122,16 @@ class PhraseSegmenter:
     def __call__(self, ctx) -> Segmentation:
         seg = ctx.cache.get(self.CTX_KEY)
         if seg is None:
-            seg = self.segment(ctx.src_tokens, ctx.inputs)
+            seg = ctx.inputs.get(self.CTX_KEY)  # computed before a compiled forward (``eager_input``)
+            if seg is None:
+                seg = self.segment(ctx.src_tokens, ctx.inputs)
             ctx.cache[self.CTX_KEY] = seg
         return seg
+
+    def eager_input(self, src_tokens: Tensor, inputs):
+        """The encoder's ``eager_input_hooks``: the segmentation, whose sizes are read from the batch, computed
+        before a ``--fusion-compile``d forward (the same function, so the same tensors), not inside its graph."""
+        return {self.CTX_KEY: self.segment(src_tokens, inputs)}
 
     def segment(self, src_tokens: Tensor, inputs) -> Segmentation:
         padding_mask = src_tokens.eq(self.padding_idx)

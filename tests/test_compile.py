@@ -1,0 +1,154 @@
+"""``--fusion-compile``: fairseq-train with the training forward compiled trains what the eager run trains.
+
+On this CPU the compiled runs use tracing backends (``aot_eager``: dynamo and AOTAutograd's graphs run by torch's
+eager kernels; ``eager``: dynamo's graph alone), so a compiled run must give the eager run's losses and parameters
+bit for bit; each compiled run is compared with its own eager run (the flag absent), not with itself.
+"""
+import os
+import re
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from conftest import build_model, run_cli, tiny_train_args, write_dicts
+
+# (arch, backend, extra flags): the plain model through AOTAutograd; lexical shortcuts (layers that read the layer
+# context) under activation checkpointing through AOTAutograd; the diversity criterion (forward hooks on the layers
+# per step) and the n-gram phrases (their segmentation computed before the graph) through dynamo's graph
+CASES = [
+    ("fusion_transformer", "aot_eager", ()),
+    ("transformer_lexical_shortcuts_ff", "aot_eager", ("--checkpoint-activations",)),
+    ("transformer_hierarchical_aggregation", "eager", ("--encoder-layers", "2", "--decoder-layers", "2", "--criterion",
+                                                        "label_smoothed_cross_entropy_with_diversity")),
+    ("transformer_phrase", "eager", ()),
+]
+# archs whose training forward is one graph (every arch is: docs/compile.md)
+ONE_GRAPH = ["transformer_phrase", "transformer_phrase_max_attn", "fusion_transformer", "transformer_lexical_shortcuts_ff", "transformer_hierarchical_aggregation",
+             "transformer_multilayer_attention", "transformer_simplified_decoder", "transformer_sem_tem_ifm",
+             "transformer_fine_grained_layer_attention", "transformer_surface_fusion", "transformer_dense",
+             "transformer_linear_combination"]
+
+
+def reset_compiler():
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def train(data, save, arch, *extra, updates=3, resumed_at=0):
+    """fairseq-train in this process up to update ``updates`` (from ``resumed_at``); (losses logged per update, the
+    final state dict)."""
+    proc = run_cli(tiny_train_args(data, save, arch, *extra, max_update=updates))
+    losses = re.findall(r"train_inner \| .* loss=([0-9.]+),", proc.stdout)
+    assert len(losses) == updates - resumed_at, proc.stdout[-2000:]
+    return losses, torch.load(os.path.join(save, "checkpoint_last.pt"), weights_only=False)["model"]
+
+
+def assert_same_state(a, b):
+    assert list(a) == list(b)  # no "_orig_mod." or other prefix
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, f"{len(different)} tensors differ, e.g. {different[0]}: " \
+                          f"{(a[different[0]] - b[different[0]]).abs().max().item():.3g}"
+
+
+@pytest.mark.parametrize("arch,backend,extra", CASES, ids=[c[0] for c in CASES])
+def test_compiled_training_equals_eager(multi30k_slice, tmp_path, arch, backend, extra):
+    """3 updates: the same losses and parameters as eager; one graph, no graph break, no recompile."""
+    eager_losses, eager = train(multi30k_slice, str(tmp_path / "eager"), arch, *extra)
+    reset_compiler()
+    losses, compiled = train(multi30k_slice, str(tmp_path / "compiled"), arch, *extra, "--fusion-compile", backend)
+    assert sum(counters["stats"].values()) > 0, "nothing was compiled"
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"] and not counters["recompiles"], \
+        {k: dict(v) for k, v in counters.items()}
+    assert losses == eager_losses
+    assert_same_state(eager, compiled)
+    reset_compiler()
+
+
+def test_checkpoints_resume_compiled_from_eager_and_eager_from_compiled(multi30k_slice, tmp_path):
+    """An eager run of 3 updates (a checkpoint after each); the 2-update checkpoint resumed with --fusion-compile,
+    and a compiled 2-update run resumed eager, end on the eager run's parameters."""
+    data, arch = multi30k_slice, "fusion_transformer"
+    _, eager = train(data, str(tmp_path / "eager"), arch, "--save-interval-updates", "1")
+    reset_compiler()
+    compiled_resume = str(tmp_path / "compiled_resume")
+    os.makedirs(compiled_resume)
+    _, state = train(data, compiled_resume, arch, "--fusion-compile", "eager", "--restore-file",
+                     str(tmp_path / "eager" / "checkpoint_1_2.pt"), updates=3, resumed_at=2)
+    assert_same_state(eager, state)
+    compiled = str(tmp_path / "compiled")
+    train(data, compiled, arch, "--fusion-compile", "eager", updates=2)
+    reset_compiler()
+    _, state = train(data, compiled, arch, updates=3, resumed_at=2)  # resumes checkpoint_last.pt of update 2, eager
+    assert counters["stats"]["unique_graphs"] == 0
+    assert_same_state(eager, state)
+
+
+def test_only_training_mode_compiles_and_state_dict_is_eager(tmp_path):
+    """Validation and generation (eval mode, the decoder alone) stay eager; the compiled training forward gives the
+    eager model's outputs and gradients; the model's module tree and state dict are an eager model's."""
+    data = write_dicts(tmp_path, 40)
+    flags = ["--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim",
+             "16", "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32", "--share-all-embeddings"]
+    eager, task, _ = build_model(data, "fusion_transformer", *flags)
+    compiled, _, _ = build_model(data, "fusion_transformer", *flags, "--fusion-compile", "eager")
+    assert list(eager.state_dict()) == list(compiled.state_dict())
+    assert [n for n, _ in eager.named_modules()] == [n for n, _ in compiled.named_modules()]
+    pad = task.src_dict.pad()
+    src = torch.randint(5, 40, (3, 7))
+    src[1, :2] = pad
+    prev = torch.randint(5, 40, (3, 6))
+    prev[2, 4:] = pad
+    lengths = (src != pad).sum(1)
+    reset_compiler()
+    for model in (eager, compiled):
+        model.eval()
+        with torch.no_grad():
+            model(src, lengths, prev)
+            model.decoder(prev, encoder_out=model.encoder(src, lengths), incremental_state={})
+    assert sum(counters["stats"].values()) == 0, "eval mode compiled"
+    out = {}
+    for name, model in (("eager", eager), ("compiled", compiled)):
+        model.train()
+        torch.manual_seed(3)  # dropout
+        logits = model(src, lengths, prev)[0]
+        logits.logsumexp(-1).sum().backward()
+        out[name] = (logits.detach(), [p.grad for p in model.parameters()])
+    assert counters["stats"]["unique_graphs"] == 1
+    assert torch.equal(out["eager"][0], out["compiled"][0])
+    assert all(torch.equal(a, b) for a, b in zip(out["eager"][1], out["compiled"][1]))
+    reset_compiler()
+
+
+@pytest.mark.parametrize("arch", ONE_GRAPH)
+def test_no_graph_break(tmp_path, arch):
+    """dynamo traces the training forward of every arch into one graph: no data-dependent branch in the plugin's
+    encoder, decoder and techniques (fairseq's modules they call have none either); what sizes tensors from data (the
+    phrase segmentation) is computed before the graph by the encoder's ``eager_input_hooks``."""
+    data = write_dicts(tmp_path, 40)
+    model, task, _ = build_model(data, arch, "--encoder-layers", "4", "--decoder-layers", "4", "--encoder-embed-dim",
+                                 "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "16",
+                                 "--decoder-ffn-embed-dim", "16", "--share-all-embeddings")
+    pad = task.src_dict.pad()
+    src = torch.randint(5, 40, (2, 5))
+    src[1, :2] = pad
+    prev = torch.randint(5, 40, (2, 4))
+    model.train()
+    torch._dynamo.reset()
+    extra = {}
+    for hook in model.encoder.eager_input_hooks:  # run before the graph, as the model's forward does
+        extra.update(hook(src, extra))
+    explained = torch._dynamo.explain(model.eager_forward)(src, (src != pad).sum(1), prev, **extra)
+    where = [f"{b.user_stack[-1].filename}:{b.user_stack[-1].lineno}: {b.reason.splitlines()[0]}"
+             for b in explained.break_reasons if b.user_stack]
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, where
+    torch._dynamo.reset()
+
+
+def test_unknown_backend_is_refused_in_one_line(multi30k_slice, tmp_path):
+    proc = run_cli(tiny_train_args(multi30k_slice, str(tmp_path / "a"), "fusion_transformer", "--fusion-compile",
+                                   "nosuch"), check=False)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("fairseq-fusion: error: --fusion-compile 'nosuch': expected a torch.compile backend, one of")
+    assert "inductor" in last and "Traceback" not in proc.stderr
