@@ -126,6 +126,22 @@ def _release(path):
     lock.release()
 
 
+def check_free(save_dir):
+    """Refuse in one line when a training holds ``save_dir``: for a tool that starts fairseq-train into it, before it
+    writes there itself (fusion-compare's command.json and train.log)."""
+    from filelock import FileLock, Timeout
+
+    path = lock_path(save_dir)
+    if path in _HELD or not os.path.exists(path):
+        return
+    lock = FileLock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise FusionError(refusal(save_dir)) from None
+    lock.release()
+
+
 def release(save_dir):
     _release(lock_path(save_dir))
 

@@ -98,7 +98,7 @@ def test_hydra_train_into_a_held_folder_is_one_line(multi30k_slice, tmp_path):
             [os.path.join(BIN, "fairseq-hydra-train"), "--config-dir", os.path.join(REPO, "recipes", "hydra"),
              "--config-name", "transformer_surface_fusion", f"task.data={multi30k_slice}", "task.source_lang=en",
              "task.target_lang=de", f"common.user_dir={USER_DIR}", "common.cpu=true", "common.fp16=false",
-             "distributed_training.distributed_world_size=1", "dataset.max_tokens=1500",
+             "distributed_training.distributed_world_size=1", "dataset.max_tokens=1500", "optimization.max_update=2",
              f"checkpoint.save_dir={folder}", f"hydra.run.dir={tmp_path}/run"],
             capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     finally:
