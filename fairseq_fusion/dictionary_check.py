@@ -58,7 +58,8 @@ def task_fingerprints(task):
     for side in SIDES:
         dictionary = task_dictionary(task, side)
         if dictionary is not None and hasattr(dictionary, "symbols"):
-            found[side] = dict(fingerprint(dictionary), file=dictionary_file(task, side))
+            path = dictionary_file(task, side)
+            found[side] = dict(fingerprint(dictionary), file=path and os.path.abspath(path))
     return found
 
 
