@@ -7,6 +7,8 @@ dictionaries; a sentence longer than the model's positions (how to skip it); a s
 (the smallest value that batches it); neither ``--max-tokens`` nor ``--batch-size`` in fairseq-train; a resume of a checkpoint
 of another model (``resume_check.py``, wrapping ``Trainer.load_checkpoint``). They wrap fairseq's own functions
 narrowly, as ``fairseq_fixes`` does, and leave every other exception (a real bug) with its traceback.
+A checkpoint used with other dictionaries of the same size than it was trained with is refused in one line naming
+the dictionary file (``dictionary_check.py``; the fingerprints are read here, compared once the task is set up).
 A checkpoint loaded for another language direction than the run's (``-s``/``-t``, the hub's ``source_lang``, the
 data folder's) is a warning (``errors.warn``) naming both.
 """
@@ -15,6 +17,7 @@ import functools
 import os
 import re
 
+from . import dictionary_check
 from .checkpoint_files import check_checkpoint_file, is_local, read_checkpoint
 from .errors import LAST_SAVED, FusionError, warn
 
@@ -75,6 +78,8 @@ def check_overrides(arg_overrides, path):
 LANGUAGE_KEYS = ("source_lang", "target_lang")
 # checkpoint path -> (source, target) languages it was trained on, before any override (the hub's source_lang=...)
 CHECKPOINT_DIRECTIONS = {}
+# checkpoint path -> the fingerprints of the dictionaries it was trained with, or None (dictionary_check.py)
+CHECKPOINT_DICTIONARIES = {}
 
 
 def checkpoint_direction(state):
@@ -110,6 +115,7 @@ def _checked_load(load_checkpoint_to_cpu):
         others = None if arg_overrides is None else {k: v for k, v in arg_overrides.items() if k not in languages}
         state = read_checkpoint(load_checkpoint_to_cpu, path, others, load_on_all_ranks)
         CHECKPOINT_DIRECTIONS[path] = checkpoint_direction(state)
+        CHECKPOINT_DICTIONARIES[path] = dictionary_check.saved_fingerprints(state)
         if languages:
             _override_languages(state, languages)
         if arg_overrides and _is_fusion_state(state):
@@ -141,6 +147,8 @@ def _checked_ensemble(load_model_ensemble_and_task):
         ensemble, cfg, task = load_model_ensemble_and_task(filenames, *args, **kwargs)
         if plain:
             for filename in filenames:
+                if filename in CHECKPOINT_DICTIONARIES:
+                    dictionary_check.check(filename, CHECKPOINT_DICTIONARIES[filename], task)
                 warn_direction(filename, task)
         return ensemble, cfg, task
 

@@ -83,6 +83,9 @@ CHANGES = [
     Change("fairseq.checkpoint_utils.save_checkpoint", "records the languages trained and the last checkpoint saved "
            "(Ctrl-C message)", ALL, "tests/test_input_warnings.py::test_interactive_other_direction_than_the_checkpoint"
            "_warns", "wrap entry_checks._recorded_save"),
+    Change("fairseq.trainer.Trainer.save_checkpoint", "records a fingerprint of the task's dictionaries (extra_state)",
+           ALL, "tests/test_dictionary_check.py::test_generate_refuses_another_dictionary_of_the_same_size",
+           "wrap dictionary_check._recorded_dictionaries"),
     Change("fairseq.trainer.Trainer.load_checkpoint", "resuming another model: one line naming what differs", ALL,
            "tests/test_resume_check.py::test_resuming_another_model_is_refused_and_changes_nothing",
            "wrap resume_check.checked_load_checkpoint"),
@@ -110,6 +113,12 @@ CHANGES = [
            "wrap command_paths._plugin_by_any_path"),
     Change("sys.meta_path", "patches fairseq_cli's command modules whenever they are imported (cli_hooks.py)", ALL,
            "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split", "cli_hooks.install"),
+    Change("fairseq_cli.train.add_defaults", "a training locks its --save-dir until it ends: a second one into it is "
+           "one line naming the holder", ALL, "tests/test_save_dir_lock.py::test_a_second_training_into_a_held_folder_"
+           "is_one_line_and_touches_nothing", "on-import save_dir_lock.patch_train", also=("fairseq_cli.train.main",)),
+    Change("fairseq.distributed.utils.call_main", "a refusal in a rank torch.multiprocessing.spawn started: its one "
+           "line, not spawn's traceback", ALL, "tests/test_save_dir_lock.py::test_a_refusal_in_a_spawned_rank_is_its_"
+           "one_line", "wrap save_dir_lock._spawned_refusal"),
     Change("fairseq_cli.generate.main", "an unusable --results-path: one line naming the flag", ALL,
            "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "on-import command_paths.patch_generate"),

@@ -17,13 +17,15 @@ the resumed weights replace. What else fairseq lets a resume change (learning ra
 Fine-tuning is not resuming: with ``--reset-optimizer`` fairseq restores the weights alone and counts updates from
 0, and ``--finetune-from-model`` implies it; those load the weights into a new setup, which may change any
 setting the parameters fit. Where they do not fit, fairseq's traceback becomes one line; so does the plugin's own
-refusal in the model's load (a checkpoint of another vocabulary), which fairseq wraps in a bare Exception.
+refusal in the model's load (a checkpoint of another vocabulary), which fairseq wraps in a bare Exception. Both,
+resume and fine-tune, first compare the checkpoint's dictionary fingerprints with the task's (``dictionary_check.py``).
 """
 import argparse
 import copy
 import functools
 import os
 
+from . import dictionary_check
 from .errors import FusionError, few
 from .fusion_options import VERSION_KEY, option_name
 
@@ -70,15 +72,20 @@ def model_settings(model_cfg):
     return args
 
 
-def checkpoint_model_cfg(path):
-    """The model config a checkpoint was trained with, or None; its tensors are mapped, not read."""
+def checkpoint_state(path):
+    """A checkpoint's state; its tensors are mapped, not read."""
     import torch
     from fairseq import checkpoint_utils
 
     try:
-        state = torch.load(path, map_location="cpu", mmap=True)
+        return torch.load(path, map_location="cpu", mmap=True)
     except Exception:  # not torch's zip format (mmap needs it): fairseq's own load, which names a bad file
-        state = checkpoint_utils.load_checkpoint_to_cpu(path)
+        return checkpoint_utils.load_checkpoint_to_cpu(path)
+
+
+def checkpoint_model_cfg(path, state=None):
+    """The model config a checkpoint was trained with, or None."""
+    state = checkpoint_state(path) if state is None else state
     cfg = state.get("cfg") or {}
     model = cfg.get("model") if hasattr(cfg, "get") else None
     return model if model is not None else state.get("args")
@@ -147,8 +154,11 @@ def checked_load_checkpoint(load_checkpoint):
     @functools.wraps(load_checkpoint)
     def wrapper(self, filename, reset_optimizer=False, *args, **kwargs):
         local = isinstance(filename, str) and "://" not in filename and os.path.isfile(filename)
+        state = checkpoint_state(filename) if local else None
+        if local:  # resumed or fine-tuned: its dictionaries are this task's (dictionary_check.py)
+            dictionary_check.check(filename, dictionary_check.saved_fingerprints(state), self.task)
         if local and not reset_optimizer:
-            saved = checkpoint_model_cfg(filename)
+            saved = checkpoint_model_cfg(filename, state)
             found = differences(saved, self.cfg.model) if saved is not None else []
             if found:
                 last = os.path.join(self.cfg.checkpoint.save_dir, f"checkpoint_last{self.checkpoint_suffix}.pt")

@@ -44,6 +44,7 @@ import time
 from . import atomic_files, recipe_settings
 from .data_paths import PLUGIN_DIR
 from .benchmark import SIZES, fusion_archs
+from fairseq_fusion import save_dir_lock
 from fairseq_fusion.errors import fail, few
 
 # optimization per size (dropout, lr, warm-up, max tokens per GPU/CPU): "small" is `make demo`'s, base and
@@ -645,6 +646,7 @@ def run_one(args, system, seed, label, progress=True):
     run_dir = run_dir_of(args, system, seed)
     done = os.path.join(run_dir, "train.json")
     cmd = train_command(args, system, seed, run_dir)
+    save_dir_lock.check_free(run_dir)  # a training holds the folder (another fusion-compare's): one line, untouched
     record_command(run_dir, portable_command(cmd))
     log = os.path.join(run_dir, "train.log")
     if os.path.exists(done):

@@ -289,3 +289,42 @@ def test_byte_order_mark_is_removed_with_a_warning(files, tmp_path, command, fla
     assert proc.returncode == 0, proc.stderr[-2500:]
     warnings = [line for line in proc.stderr.splitlines() if line.startswith(WARNING_PREFIX)]
     assert WARNING_PREFIX + bom_removed(marked) in warnings, proc.stderr[-2500:]
+
+
+# ---- issue 49: a checkpoint meets only its own dictionaries; one training per save folder ---------------------
+# (rows of their own, so that the matrix above stays as it was; the same conventions: argv of VALID, one line naming)
+OTHER_DICTIONARY_ROWS = [(c, replace(VALID[c], "--data", "{reversed}")) for c in CHECKPOINT_INPUT if "--data" in VALID[c]]
+
+
+@pytest.fixture(scope="module")
+def reversed_data(files, tmp_path_factory):
+    """The data folder with dict.en.txt and dict.de.txt in reverse order: the same sizes, other vocabularies."""
+    from test_dictionary_check import reverse_dictionaries
+
+    folder = str(tmp_path_factory.mktemp("reversed") / "data-bin")
+    shutil.copytree(files["data"], folder)
+    reverse_dictionaries(folder)
+    return folder
+
+
+@pytest.mark.parametrize("command, argv", OTHER_DICTIONARY_ROWS, ids=[r[0] for r in OTHER_DICTIONARY_ROWS])
+def test_data_of_other_dictionaries_of_the_same_size_is_one_line(files, reversed_data, tmp_path, command, argv):
+    f = dict(files, out=str(tmp_path), reversed=reversed_data)
+    proc = run_cli([command] + [fill(a, f) for a in argv], check=False)
+    one_line_refusal(proc, [f"{reversed_data}/dict.en.txt is not the source dictionary checkpoint {files['ckpt']}"])
+
+
+def test_compare_into_a_run_folder_a_training_holds_is_one_line(files, tmp_path):
+    """fusion-compare's runs are fairseq-train's (which locks its --save-dir); a run folder that another training
+    holds is refused before any training, and left as it was."""
+    from test_save_dir_lock import hold
+
+    run = tmp_path / "work" / "runs" / "transformer" / "seed1"
+    lock = hold(str(run))
+    try:
+        proc = run_cli(["fusion-compare"] + [fill(a, dict(files, out=str(tmp_path))) for a in VALID["fusion-compare"]],
+                       check=False)
+    finally:
+        lock.release()
+    one_line_refusal(proc, ["fusion-compare", f"--save-dir {run} is in use by another training (pid 12345"])
+    assert sorted(os.listdir(run)) == ["training.lock", "training.lock.json"]

@@ -16,7 +16,7 @@ import torch
 from conftest import BIN, REPO, run_cli
 from conftest import tiny_train_args as tiny_train
 from fairseq_fusion_tools import compare
-from test_refusals import USER_DIR, one_line_refusal
+from test_refusals import USER_DIR, one_line_refusal, written
 
 FINE_TUNE = ["--reset-optimizer", "--reset-dataloader", "--reset-meters"]
 
@@ -109,7 +109,7 @@ def test_fine_tuning_parameters_that_do_not_fit_is_one_line(multi30k_slice, run_
     last = one_line_refusal(proc, f"checkpoint {source}: its parameters do not fit this command's model",
                             "fusion-convert-checkpoint")
     assert differing(last) == f"--decoder-layers {saved.decoder_layers} -> 2"
-    assert not any(save.iterdir())
+    assert not written(save)
 
 
 def test_resuming_with_another_vocabulary_names_the_dictionary(multi30k_slice, run_folder, tmp_path):
@@ -134,7 +134,7 @@ def test_an_explicit_restore_file_resumes_only_its_own_model(multi30k_slice, run
                               "--restore-file", source), check=False)
     last = one_line_refusal(proc, f"--restore-file {source} is a checkpoint of another model")
     assert differing(last) == f"--surface-fusion-tau {saved.surface_fusion_tau} -> 2.0"
-    assert not any(save.iterdir())
+    assert not written(save)
 
 
 def test_fairseqs_own_transformer_is_checked_too(multi30k_slice, tmp_path):

@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 
+from fairseq_fusion import save_dir_lock
 from fairseq_fusion.errors import fail
 
 from .. import compare
@@ -81,6 +82,7 @@ def main(args):
             for s in systems:
                 run_dir = compare.run_dir_of(args, s, seed)
                 compare.check_recorded(run_dir, compare.portable_command(compare.train_command(args, s, seed, run_dir)))
+                save_dir_lock.check_free(run_dir)
         if args.jobs > 1:
             train_and_translate_all(args, systems, compared, args.jobs)
     except (RuntimeError, ValueError, FileNotFoundError) as e:
