@@ -47,6 +47,10 @@ CHANGES = [
     Change("torch.backends.cuda.cudnn_sdp_enabled", "cuDNN attention plans anew for every batch shape (200-250 ms "
            "a step)", ALL, "tests/test_gpu_speed.py::test_plugin_import_turns_cudnn_attention_off",
            "attention_backends.configure", when="FUSION_CUDNN_ATTENTION=1"),
+    Change("torch.set_num_threads", "on a CPU shared with other work, torch's threads wait for each other at every "
+           "operator (2 cores beside a second training: 1926 words/s with 2 threads, 2871 with 1): one fewer per busy "
+           "core", ALL, "tests/test_cpu_threads.py::test_a_busy_core_takes_one_thread_away",
+           "cpu_threads.fit_to_free_cores", when="CUDA, OMP_NUM_THREADS or MKL_NUM_THREADS set, no other work"),
     Change("torch.serialization.get_safe_globals", "fairseq checkpoints load under torch >= 2.6's weights_only",
            ALL, "tests/test_compat.py::test_omegaconf_containers_load_with_weights_only",
            "checkpoint_safety.allow_fairseq_checkpoint_globals", when="torch < 2.4"),
