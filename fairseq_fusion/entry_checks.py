@@ -305,6 +305,13 @@ NO_BATCH_SIZE = ("no batch size: give --max-tokens N (the tokens of a batch, e.g
                  "sentences); fairseq-hydra-train: dataset.max_tokens or dataset.batch_size")
 
 
+def check_batch_size(cfg):
+    """The same line where the plugin loads inside fairseq-train's ``main`` (``save_dir_lock._locking_defaults``):
+    fairseq-hydra-train calls ``call_main`` before it loads the plugin, so only this check reaches its runs."""
+    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:
+        raise FusionError(NO_BATCH_SIZE)
+
+
 def _named_batch_size(call_main):
     """fairseq-train's (and fairseq-validate's) ``assert`` on a missing batch size, at the top of their ``main``,
     before anything is written: one line naming both flags."""

@@ -191,10 +191,14 @@ def lock_for(cfg):
 def _locking_defaults(add_defaults):
     """fairseq-train's ``main`` (fairseq-hydra-train's too) calls ``add_defaults(cfg)`` right after loading the plugin
     (``--user-dir``) and before it writes anything (``verify_checkpoint_directory``): the first call with the whole
-    config in a rank, where the plugin is loaded (fairseq-hydra-train loads it only there)."""
+    config in a rank, where the plugin is loaded (fairseq-hydra-train loads it only there). A missing batch size is
+    refused there first, in one line (fairseq asserts it just after)."""
     @functools.wraps(add_defaults)
     def wrapper(cfg, *args, **kwargs):
+        from .entry_checks import check_batch_size
+
         result = add_defaults(cfg, *args, **kwargs)
+        check_batch_size(cfg)
         lock_for(cfg)
         return result
 

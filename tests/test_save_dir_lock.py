@@ -109,6 +109,24 @@ def test_hydra_train_into_a_held_folder_is_one_line(multi30k_slice, tmp_path):
     assert sorted(os.listdir(folder)) == ["training.lock", "training.lock.json"]
 
 
+def test_hydra_train_without_a_batch_size_is_one_line(multi30k_slice, tmp_path):
+    """fairseq-hydra-train runs call_main before it loads the plugin: the refusal comes where the plugin is loaded,
+    before the save folder is locked or written."""
+    folder = str(tmp_path / "ck")
+    proc = subprocess.run(
+        [os.path.join(BIN, "fairseq-hydra-train"), "--config-dir", os.path.join(REPO, "recipes", "hydra"),
+         "--config-name", "transformer_surface_fusion", f"task.data={multi30k_slice}", "task.source_lang=en",
+         "task.target_lang=de", f"common.user_dir={USER_DIR}", "common.cpu=true", "common.fp16=false",
+         "distributed_training.distributed_world_size=1", "dataset.max_tokens=null", "dataset.batch_size=null",
+         "optimization.max_update=2", f"checkpoint.save_dir={folder}", f"hydra.run.dir={tmp_path}/run"],
+        capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "AssertionError" not in proc.stderr, \
+        proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith(PREFIX)]
+    assert lines and "no batch size: give --max-tokens N" in lines[0], proc.stderr[-3000:]
+    assert not os.path.exists(folder)
+
+
 def test_every_rank_of_a_ddp_training_refuses_with_rank_0(multi30k_slice, tmp_path):
     """Rank 0 holds the lock (or is refused); rank 1 gets its verdict instead of waiting for it."""
     folder = str(tmp_path / "ck")
