@@ -118,7 +118,7 @@ CHANGES = [
     Change("sys.meta_path", "patches fairseq_cli's command modules whenever they are imported (cli_hooks.py)", ALL,
            "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split", "cli_hooks.install"),
     Change("fairseq_cli.train.add_defaults", "a training locks its --save-dir until it ends: a second one into it is "
-           "one line naming the holder", ALL, "tests/test_save_dir_lock.py::test_a_second_training_into_a_held_folder_"
+           "one line naming the holder (a missing batch size is refused there first: fairseq-hydra-train)", ALL, "tests/test_save_dir_lock.py::test_a_second_training_into_a_held_folder_"
            "is_one_line_and_touches_nothing", "on-import save_dir_lock.patch_train", also=("fairseq_cli.train.main",)),
     Change("fairseq.distributed.utils.call_main", "a refusal in a rank torch.multiprocessing.spawn started: its one "
            "line, not spawn's traceback", ALL, "tests/test_save_dir_lock.py::test_a_refusal_in_a_spawned_rank_is_its_"
