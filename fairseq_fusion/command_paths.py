@@ -5,7 +5,8 @@ fairseq raises ``NotADirectoryError``, ``PermissionError`` or ``FileNotFoundErro
 
 - ``--save-dir`` (fairseq-train: ``checkpoint_utils.verify_checkpoint_directory``) under a regular file or not
   writable;
-- ``--results-path`` (fairseq-generate) under a regular file;
+- ``--results-path`` (fairseq-generate) under a regular file; its ``generate-SUBSET.txt`` is written whole, when the
+  run has finished (a refused or failed run leaves an earlier one as it was);
 - ``--input`` (fairseq-interactive) missing or a folder;
 - a split a translation data folder lacks (``--train-subset``, ``--valid-subset``, ``--gen-subset``);
 - a ``--restore-file`` that does not exist (fairseq trains from scratch without a word), a missing
@@ -18,6 +19,8 @@ imported the plugin already (a notebook, the hub, fairseq's ``main`` called in-p
 import errno
 import functools
 import os
+import shutil
+import tempfile
 
 from .cli_hooks import wrap_main
 from .errors import FusionError
@@ -126,8 +129,31 @@ def _plugin_by_any_path(import_user_module):
 
 
 def _generate_checked(main, cfg):
-    check_output_folder(cfg.common_eval.results_path, "--results-path")
-    return main(cfg)
+    results = cfg.common_eval.results_path
+    check_output_folder(results, "--results-path")
+    if results is None:
+        return main(cfg)
+    return _written_when_finished(main, cfg, results)
+
+
+def _written_when_finished(main, cfg, results):
+    """fairseq-generate opens (and empties) RESULTS/generate-SUBSET.txt before it loads the model, so a refused or
+    failed run left an empty or cut file, over an earlier run's. fairseq's main writes into a temporary folder inside
+    RESULTS instead; the file is moved into place when it has finished (a folder it made is removed on a failure)."""
+    made = not os.path.isdir(results)
+    os.makedirs(results, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".generate-", dir=results)
+    name = f"generate-{cfg.dataset.gen_subset}.txt"
+    cfg.common_eval.results_path = scratch
+    try:
+        out = main(cfg)
+        os.replace(os.path.join(scratch, name), os.path.join(results, name))
+        return out
+    finally:
+        cfg.common_eval.results_path = results
+        shutil.rmtree(scratch, ignore_errors=True)
+        if made and not os.listdir(results):
+            os.rmdir(results)
 
 
 def _interactive_checked(main, cfg):

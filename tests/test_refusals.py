@@ -254,6 +254,35 @@ def test_fairseq_commands_name_an_unusable_folder_file_or_split(multi30k_slice, 
     assert a_file.read_text() == "not a folder\n"
 
 
+def test_generate_results_file_is_written_whole(multi30k_slice, checkpoint, tmp_path):
+    """fairseq-generate --results-path: a run that finishes replaces an earlier generate-test.txt with its own, and
+    leaves nothing else in the folder (it wrote into a scratch folder there)."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "generate-test.txt").write_text("an earlier run's translations\n")
+    proc = generate(multi30k_slice, checkpoint, "--gen-subset", "test", "--results-path", str(results))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    written = (results / "generate-test.txt").read_text()
+    assert written.startswith("Generate test with beam=1: BLEU4 = ") and "an earlier run" not in written  # --quiet
+    assert os.listdir(results) == ["generate-test.txt"]
+
+
+def test_refused_generate_keeps_an_earlier_results_file(multi30k_slice, tmp_path):
+    """A refused run (fairseq opened generate-test.txt for writing before it loaded the model) leaves an earlier
+    results file as it was, and no folder it would have made."""
+    results = tmp_path / "results"
+    results.mkdir()
+    earlier = results / "generate-test.txt"
+    earlier.write_text("an earlier run's translations\n")
+    proc = generate(multi30k_slice, str(tmp_path / "no-such.pt"), "--gen-subset", "test", "--results-path", str(results))
+    one_line_refusal(proc, "no-such.pt")
+    assert earlier.read_text() == "an earlier run's translations\n"
+    assert os.listdir(results) == ["generate-test.txt"]
+    proc = generate(multi30k_slice, str(tmp_path / "no-such.pt"), "--results-path", str(tmp_path / "new"))
+    one_line_refusal(proc, "no-such.pt")
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize("flags, expected", [
     (["--restore-file", "{tmp}/no-such.pt"], ["--restore-file {tmp}/no-such.pt: no such file", "starts fresh"]),
     (["--finetune-from-model", "{tmp}/no-such.pt"], ["--finetune-from-model {tmp}/no-such.pt: no such file"]),
