@@ -9,6 +9,7 @@ safe globals; nothing switches unsafe loading on globally.
 """
 import argparse
 import collections
+import functools
 import typing
 
 import torch
@@ -64,7 +65,10 @@ def check_vocabulary_sizes(model, state_dict):
         key = f"{side}.embed_tokens.weight"
         if key not in state_dict:
             continue
-        expected = getattr(model, side).embed_tokens.weight.shape
+        embed = getattr(getattr(model, side, None), "embed_tokens", None)
+        if embed is None or not hasattr(embed, "weight"):
+            continue
+        expected = embed.weight.shape
         found = state_dict[key].shape
         if found != expected:
             lang = "source" if side == "encoder" else "target"
@@ -75,3 +79,15 @@ def check_vocabulary_sizes(model, state_dict):
                 f"(shape {tuple(expected)}). Pass the data directory the checkpoint was trained with, or "
                 "binarize with its dictionaries (fairseq-preprocess --srcdict/--tgtdict)."
             )
+
+
+def _sizes_checked_first(load_state_dict):
+    """fairseq's models (its ``transformer`` too) meet a checkpoint of another dictionary size with torch's
+    size-mismatch traceback: the same size check as ``fusion_transformer``'s first, one line naming the dictionary."""
+    @functools.wraps(load_state_dict)
+    def wrapper(self, state_dict, *args, **kwargs):
+        check_vocabulary_sizes(self, state_dict)
+        return load_state_dict(self, state_dict, *args, **kwargs)
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper

@@ -81,6 +81,10 @@ CHANGES = [
     Change("fairseq.checkpoint_utils.load_checkpoint_to_cpu", "a missing, cut or corrupt checkpoint and unknown "
            "--model-overrides keys: one line", ALL, "tests/test_checkpoint_files.py::test_fairseq_generate_refuses_a_"
            "checkpoint_cut_short", "wrap entry_checks._checked_load"),
+    Change("fairseq.models.fairseq_model.BaseFairseqModel.load_state_dict", "a checkpoint of another dictionary "
+           "size: one line naming the dictionary, for every arch (fairseq's own ended in torch's size mismatch)", ALL,
+           "tests/test_dictionary_check.py::test_fairseqs_transformer_names_another_dictionary_size",
+           "wrap checkpoint_safety._sizes_checked_first"),
     Change("fairseq.checkpoint_utils.load_model_ensemble_and_task", "warns of a checkpoint loaded for another "
            "language direction", ALL, "tests/test_input_warnings.py::test_interactive_other_direction_than_the_"
            "checkpoint_warns", "wrap entry_checks._checked_ensemble"),

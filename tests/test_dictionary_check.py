@@ -105,3 +105,21 @@ def test_a_checkpoint_without_the_fingerprint_loads_as_before_with_a_note(revers
         assert proc.returncode == 0, proc.stderr[-3000:]
         notes = [line for line in (proc.stdout + proc.stderr).splitlines() if NOTE in line]
         assert len(notes) == 1 and f"checkpoint {unrecorded} {NOTE}" in notes[0], notes
+
+
+def test_fairseqs_transformer_names_another_dictionary_size(multi30k_slice, tmp_path):
+    """fairseq's own transformer given a data folder whose dictionaries have 8 more words (fairseq's padding step):
+    one line naming the checkpoint's and the folder's sizes, not torch's size-mismatch traceback."""
+    save = str(tmp_path / "ck")
+    run_cli(tiny_train(multi30k_slice, save, "transformer"))
+    bigger = str(tmp_path / "bigger")
+    shutil.copytree(multi30k_slice, bigger)
+    sizes = {}
+    for lang in ("en", "de"):
+        with open(os.path.join(bigger, f"dict.{lang}.txt"), "a", encoding="utf-8") as f:
+            f.writelines(f"extraword{i} 1\n" for i in range(8))
+        from fairseq.data import Dictionary
+        sizes[lang] = len(Dictionary.load(os.path.join(bigger, f"dict.{lang}.txt")))
+    proc = generate(bigger, os.path.join(save, "checkpoint_last.pt"), "--gen-subset", "test")
+    last = one_line_refusal(proc, "checkpoint does not match this model's source dictionary")
+    assert f"gives {sizes['en']} " in last and f"has {sizes['en'] - 8} entries" in last
