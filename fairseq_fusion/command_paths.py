@@ -129,6 +129,9 @@ def _plugin_by_any_path(import_user_module):
 
 
 def _generate_checked(main, cfg):
+    from .entry_checks import check_batch_limits
+
+    check_batch_limits(cfg.dataset)
     results = cfg.common_eval.results_path
     check_output_folder(results, "--results-path")
     if results is None:
@@ -157,6 +160,9 @@ def _written_when_finished(main, cfg, results):
 
 
 def _interactive_checked(main, cfg):
+    from .entry_checks import check_batch_limits
+
+    check_batch_limits(cfg.dataset)
     check_input_file(cfg.interactive.input, "--input")
     return main(cfg)
 

@@ -305,9 +305,24 @@ NO_BATCH_SIZE = ("no batch size: give --max-tokens N (the tokens of a batch, e.g
                  "sentences); fairseq-hydra-train: dataset.max_tokens or dataset.batch_size")
 
 
+BATCH_LIMITS = ("max_tokens", "batch_size", "max_tokens_valid", "batch_size_valid")
+
+
+def check_batch_limits(dataset):
+    """--max-tokens / --batch-size (and their -valid twins) of 0 or less: fairseq ends in an IndexError (tokens),
+    ignores the limit (a batch size of 0) or allocates the whole split at once (a negative one)."""
+    for name in BATCH_LIMITS:
+        value = getattr(dataset, name, None)
+        if value is not None and int(value) <= 0:
+            flag = "--" + name.replace("_", "-")
+            raise FusionError(f"{flag} {value}: expected a positive number ({'tokens' if 'tokens' in name else 'sentences'} "
+                              "per batch), or leave the flag out")
+
+
 def check_batch_size(cfg):
     """The same line where the plugin loads inside fairseq-train's ``main`` (``save_dir_lock._locking_defaults``):
     fairseq-hydra-train calls ``call_main`` before it loads the plugin, so only this check reaches its runs."""
+    check_batch_limits(cfg.dataset)
     if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:
         raise FusionError(NO_BATCH_SIZE)
 

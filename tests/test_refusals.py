@@ -346,6 +346,21 @@ def test_fairseq_generate_with_max_tokens_below_a_test_sentence_names_it(multi30
                          f"give --max-tokens {length} or more")
 
 
+@pytest.mark.parametrize("flag, value", [("--max-tokens", "0"), ("--max-tokens", "-5"), ("--batch-size", "0"),
+                                         ("--batch-size", "-1"), ("--max-tokens-valid", "0"), ("--batch-size-valid", "-2")])
+def test_a_batch_limit_of_zero_or_less_is_one_line(multi30k_slice, checkpoint, tmp_path, flag, value):
+    """fairseq ends in an IndexError on --max-tokens 0 or less, trains with no limit on --batch-size 0 and allocates
+    the whole split on a negative one (30 GB for Multi30k): fairseq-train, -generate and -interactive refuse it."""
+    expected = (f"{flag} {value}: expected a positive number", "or leave the flag out")
+    proc = run_cli(tiny_train(multi30k_slice, str(tmp_path), "fusion_transformer", flag, value), check=False)
+    one_line_refusal(proc, *expected)
+    assert not os.listdir(tmp_path)
+    one_line_refusal(generate(multi30k_slice, checkpoint, "--gen-subset", "test", flag, value), *expected)
+    proc = run_cli(["fairseq-interactive", multi30k_slice, "--user-dir", USER_DIR, "--path", checkpoint, "--cpu", flag,
+                    value, "--input", str(tmp_path / "missing.txt")], check=False)
+    one_line_refusal(proc, *expected)
+
+
 def test_fairseq_train_without_a_batch_size_names_both_flags(multi30k_slice, tmp_path):
     args = tiny_train(multi30k_slice, str(tmp_path), "fusion_transformer")
     at = args.index("--max-tokens")
