@@ -104,13 +104,18 @@ def release(lock_path):
     held = _HELD.pop(os.path.abspath(lock_path), None)
     if held is None:
         return
-    lock, identity = held
+    lock, identity, made = held
     try:
         if _identity(lock.lock_file) == identity:
             os.unlink(lock.lock_file)
     except OSError:  # already gone, or not removable here: it stays, empty and free
         pass
     lock.release()
+    for folder in made:  # the folders claim made for the lock, deepest first, where nothing was written in them
+        try:
+            os.rmdir(folder)
+        except OSError:
+            break
 
 
 def release_all():
@@ -122,7 +127,8 @@ def release_all():
 def claim(lock_path, what):
     """Hold ``lock_path`` until the process exits: a lock taken with the kernel (``filelock``), so it is free again
     when its process ends in any way, SIGKILL and out-of-memory kills included. ``release`` removes the (empty) lock
-    file; only a process killed without exit handlers leaves it.
+    file, and the folders made for it where the command wrote nothing (a failure); only a process killed without exit
+    handlers leaves them.
 
     ``what`` names the output for the refusal, e.g. ``--out results/x``."""
     import logging
@@ -133,6 +139,10 @@ def claim(lock_path, what):
     lock_path = os.path.abspath(lock_path)
     if lock_path in _HELD:
         return
+    made, folder = [], os.path.dirname(lock_path)
+    while not os.path.exists(folder):
+        made.append(folder)
+        folder = os.path.dirname(folder)
     os.makedirs(os.path.dirname(lock_path), exist_ok=True)
     lock = FileLock(lock_path)
     for attempt in range(3):  # a holder that removes its file as this one opens it: the next attempt takes the new one
@@ -144,5 +154,5 @@ def claim(lock_path, what):
     else:
         fail(f"{what} is in use by another command (lock file {lock_path}): wait until it has finished, or write "
              "elsewhere")
-    _HELD[lock_path] = (lock, _identity(lock_path))
+    _HELD[lock_path] = (lock, _identity(lock_path), made)
     atexit.register(release, lock_path)

@@ -142,13 +142,15 @@ def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, m
     holder.wait()
 
 
-def test_a_failed_analysis_leaves_no_lock_file(tmp_path):
+def test_a_failed_analysis_leaves_no_lock_file_and_no_folder_it_made(tmp_path):
     """A command that claimed its --out and then failed (here: files it cannot read) removes the lock file with the
-    lock, as a successful one does: the folder holds nothing the user did not ask for."""
-    out = tmp_path / "res" / "OUT"
+    lock, as a successful one does, and the folders it made for --out: nothing the user did not ask for is left; a
+    folder that was there before stays."""
+    (tmp_path / "res").mkdir()
     argv = ["fusion-bleu-by-length", "--src", str(tmp_path / "missing"), "--ref", str(tmp_path / "missing"),
-            "--sys", f"mine={tmp_path / 'missing'}", "--out", str(out)]
+            "--sys", f"mine={tmp_path / 'missing'}", "--out"]
     for process in (False, True):  # released by the in-process runner, and by the process's exit
-        proc = run_cli(argv, check=False, process=process)
-        assert proc.returncode == 1 and "no such file" in proc.stderr, proc.stderr[-2000:]
-        assert os.listdir(tmp_path / "res") == []
+        for out in (tmp_path / "res" / "OUT", tmp_path / "new" / "deeper" / "OUT"):
+            proc = run_cli(argv + [str(out)], check=False, process=process)
+            assert proc.returncode == 1 and "no such file" in proc.stderr, proc.stderr[-2000:]
+        assert os.listdir(tmp_path / "res") == [] and not (tmp_path / "new").exists()
