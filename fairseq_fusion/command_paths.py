@@ -129,14 +129,15 @@ def _plugin_by_any_path(import_user_module):
 
 
 def _generate_checked(main, cfg):
-    from .entry_checks import check_batch_limits
+    from .entry_checks import check_batch_limits, check_generation, named_length_limits
 
     check_batch_limits(cfg.dataset)
+    check_generation(cfg.generation)
     results = cfg.common_eval.results_path
     check_output_folder(results, "--results-path")
     if results is None:
-        return main(cfg)
-    return _written_when_finished(main, cfg, results)
+        return named_length_limits(lambda: main(cfg), cfg.generation)
+    return named_length_limits(lambda: _written_when_finished(main, cfg, results), cfg.generation)
 
 
 def _written_when_finished(main, cfg, results):
@@ -160,11 +161,12 @@ def _written_when_finished(main, cfg, results):
 
 
 def _interactive_checked(main, cfg):
-    from .entry_checks import check_batch_limits
+    from .entry_checks import check_batch_limits, check_generation, named_length_limits
 
     check_batch_limits(cfg.dataset)
+    check_generation(cfg.generation)
     check_input_file(cfg.interactive.input, "--input")
-    return main(cfg)
+    return named_length_limits(lambda: main(cfg), cfg.generation)
 
 
 def patch_generate(module):

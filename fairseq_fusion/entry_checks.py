@@ -319,6 +319,34 @@ def check_batch_limits(dataset):
                               "per batch), or leave the flag out")
 
 
+def check_generation(generation):
+    """--beam and --nbest that fairseq's search meets with a traceback (0 or less: a reshape error, a negative
+    dimension, a ZeroDivisionError) or with fewer hypotheses than asked (--nbest over --beam)."""
+    beam, nbest = int(generation.beam), int(generation.nbest)
+    if beam < 1:
+        raise FusionError(f"--beam {beam}: expected 1 or more (hypotheses the search keeps)")
+    if nbest < 1:
+        raise FusionError(f"--nbest {nbest}: expected 1 or more (hypotheses printed per sentence)")
+    if nbest > beam:
+        raise FusionError(f"--nbest {nbest} with --beam {beam}: the search keeps {beam} hypotheses; give --nbest {beam} "
+                          "or less, or a wider --beam")
+
+
+MIN_LEN_ASSERTION = "min_len cannot be larger than max_len, please adjust these!"
+
+
+def named_length_limits(run, generation):
+    """``run()``, with fairseq's assertion on an output length window that is empty for a sentence as one line."""
+    try:
+        return run()
+    except AssertionError as e:
+        if str(e) != MIN_LEN_ASSERTION:
+            raise
+        raise FusionError(f"--min-len {generation.min_len} is more than --max-len-a {generation.max_len_a} x the "
+                          f"source length + --max-len-b {generation.max_len_b} allows for a sentence: lower --min-len or "
+                          "raise the maximum") from None
+
+
 def check_batch_size(cfg):
     """The same line where the plugin loads inside fairseq-train's ``main`` (``save_dir_lock._locking_defaults``):
     fairseq-hydra-train calls ``call_main`` before it loads the plugin, so only this check reaches its runs."""

@@ -361,6 +361,27 @@ def test_a_batch_limit_of_zero_or_less_is_one_line(multi30k_slice, checkpoint, t
     one_line_refusal(proc, *expected)
 
 
+@pytest.mark.parametrize("flags, expected", [
+    (["--beam", "0"], "--beam 0: expected 1 or more"), (["--beam", "-2"], "--beam -2: expected 1 or more"),
+    (["--nbest", "0"], "--nbest 0: expected 1 or more"),
+    (["--beam", "2", "--nbest", "3"], "--nbest 3 with --beam 2: the search keeps 2 hypotheses; give --nbest 2 or less"),
+    (["--min-len", "50", "--max-len-a", "0", "--max-len-b", "10"], "--min-len 50 is more than --max-len-a 0.0 x the "
+     "source length + --max-len-b 10 allows"),
+])
+def test_a_search_fairseq_cannot_run_is_one_line(multi30k_slice, checkpoint, tmp_path, flags, expected):
+    """fairseq-generate and -interactive: --beam or --nbest of 0 or less (a reshape error, a negative dimension, a
+    ZeroDivisionError in fairseq), more hypotheses than the beam keeps, an empty output length window (fairseq's
+    assertion)."""
+    proc = run_cli(["fairseq-generate", multi30k_slice, "--user-dir", USER_DIR, "--path", checkpoint, "--cpu",
+                    "--gen-subset", "test", "--max-sentences", "16", "--quiet", *flags], check=False)
+    one_line_refusal(proc, expected)
+    source = tmp_path / "source.txt"
+    source.write_text("A dog runs through the grass .\n")
+    proc = run_cli(["fairseq-interactive", multi30k_slice, "--user-dir", USER_DIR, "--path", checkpoint, "--cpu",
+                    "--input", str(source), *flags], check=False)
+    one_line_refusal(proc, expected)
+
+
 def test_fairseq_train_without_a_batch_size_names_both_flags(multi30k_slice, tmp_path):
     args = tiny_train(multi30k_slice, str(tmp_path), "fusion_transformer")
     at = args.index("--max-tokens")
