@@ -319,32 +319,38 @@ def check_batch_limits(dataset):
                               "per batch), or leave the flag out")
 
 
-def check_generation(generation):
+def _named(name, hub):
+    return f"{name}=" if hub else "--" + name.replace("_", "-") + " "
+
+
+def check_generation(generation, hub=False):
     """--beam and --nbest that fairseq's search meets with a traceback (0 or less: a reshape error, a negative
-    dimension, a ZeroDivisionError) or with fewer hypotheses than asked (--nbest over --beam)."""
+    dimension, a ZeroDivisionError) or with fewer hypotheses than asked (--nbest over --beam); ``hub``: named as the
+    hub's keyword arguments (``beam=``)."""
     beam, nbest = int(generation.beam), int(generation.nbest)
+    b, n = _named("beam", hub), _named("nbest", hub)
     if beam < 1:
-        raise FusionError(f"--beam {beam}: expected 1 or more (hypotheses the search keeps)")
+        raise FusionError(f"{b}{beam}: expected 1 or more (hypotheses the search keeps)")
     if nbest < 1:
-        raise FusionError(f"--nbest {nbest}: expected 1 or more (hypotheses printed per sentence)")
+        raise FusionError(f"{n}{nbest}: expected 1 or more (hypotheses printed per sentence)")
     if nbest > beam:
-        raise FusionError(f"--nbest {nbest} with --beam {beam}: the search keeps {beam} hypotheses; give --nbest {beam} "
-                          "or less, or a wider --beam")
+        raise FusionError(f"{n}{nbest} with {b}{beam}: the search keeps {beam} hypotheses; give {n}{beam} "
+                          f"or less, or a wider {b.strip()}")
 
 
 MIN_LEN_ASSERTION = "min_len cannot be larger than max_len, please adjust these!"
 
 
-def named_length_limits(run, generation):
+def named_length_limits(run, generation, hub=False):
     """``run()``, with fairseq's assertion on an output length window that is empty for a sentence as one line."""
     try:
         return run()
     except AssertionError as e:
         if str(e) != MIN_LEN_ASSERTION:
             raise
-        raise FusionError(f"--min-len {generation.min_len} is more than --max-len-a {generation.max_len_a} x the "
-                          f"source length + --max-len-b {generation.max_len_b} allows for a sentence: lower --min-len or "
-                          "raise the maximum") from None
+        m, a, b = (_named(k, hub) for k in ("min_len", "max_len_a", "max_len_b"))
+        raise FusionError(f"{m}{generation.min_len} is more than {a}{generation.max_len_a} x the source length + "
+                          f"{b}{generation.max_len_b} allows for a sentence: lower {m.strip()} or raise the maximum") from None
 
 
 def check_batch_size(cfg):

@@ -144,7 +144,8 @@ CHANGES = [
     Change("fairseq.hub_utils.GeneratorHubInterface.sample", "the hub warns of empty and undecodable sentences", ALL,
            "tests/test_input_warnings.py::test_hub_warns_of_empty_and_undecodable_sentences_and_leaves_empty_ones_"
            "empty", "wrap input_checks._hub_sample"),
-    Change("fairseq.hub_utils.GeneratorHubInterface.generate", "the hub leaves an empty sentence's output empty",
+    Change("fairseq.hub_utils.GeneratorHubInterface.generate", "the hub leaves an empty sentence's output empty; "
+           "a beam=, nbest= or length window fairseq's search cannot run: one line",
            ALL, "tests/test_input_warnings.py::test_hub_warns_of_empty_and_undecodable_sentences_and_leaves_empty_"
            "ones_empty", "wrap input_checks._hub_generate"),
     Change("fairseq_cli.interactive.main", "empty, non-UTF-8 or unknown-word lines: warnings with line numbers", ALL,

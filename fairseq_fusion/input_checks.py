@@ -285,8 +285,17 @@ def _hub_sample(sample):
 def _hub_generate(generate):
     @functools.wraps(generate)
     def wrapper(self, *args, **kwargs):
+        from types import SimpleNamespace
+
+        from .entry_checks import check_generation, named_length_limits
+
+        given = self.cfg.generation  # fairseq's generate: these, with beam= (default 5) and the other keywords over them
+        settings = SimpleNamespace(**{k: kwargs.get(k, getattr(given, k, None)) for k in
+                                      ("nbest", "min_len", "max_len_a", "max_len_b")},
+                                   beam=kwargs.get("beam", args[1] if len(args) > 1 else 5))
+        check_generation(settings, hub=True)
         with reporting(lambda: _hub_report(self)):
-            return generate(self, *args, **kwargs)
+            return named_length_limits(lambda: generate(self, *args, **kwargs), settings, hub=True)
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper

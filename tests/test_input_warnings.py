@@ -233,6 +233,21 @@ def test_hub_warns_of_empty_and_undecodable_sentences_and_leaves_empty_ones_empt
     assert recorded(lambda: mt.translate("", beam=2))[0] == ""
 
 
+def test_hub_refuses_a_search_fairseq_cannot_run(multi30k_slice, tiny_checkpoint):
+    """The hub's beam= / nbest= / length keywords, as fairseq-generate's flags (test_refusals): one FusionError line
+    naming the keyword, not fairseq's reshape error, ZeroDivisionError or assertion."""
+    from fairseq_fusion.errors import FusionError
+
+    mt = hub(multi30k_slice, tiny_checkpoint, bpe="prepared")
+    for kwargs, expected in (({"beam": 0}, "beam=0: expected 1 or more"), ({"beam": 2, "nbest": 0}, "nbest=0: "),
+                             ({"beam": 2, "nbest": 3}, "nbest=3 with beam=2: the search keeps 2 hypotheses"),
+                             ({"beam": 2, "min_len": 50, "max_len_a": 0, "max_len_b": 10}, "min_len=50 is more than")):
+        with pytest.raises(FusionError) as e:
+            mt.translate(CLEAN[0], **kwargs)
+        assert expected in str(e.value) and "\n" not in str(e.value)
+    assert mt.translate(CLEAN[0], beam=2, max_len_b=5)  # the same hub still translates
+
+
 def test_hub_warns_of_another_direction_and_of_raw_text_without_its_pipeline(multi30k_slice, tiny_checkpoint):
     mt, messages = recorded(lambda: hub(multi30k_slice, tiny_checkpoint, source_lang="de", target_lang="en"))
     assert messages == [direction_warning(os.path.join(*os.path.split(tiny_checkpoint)))]
