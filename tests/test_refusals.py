@@ -333,7 +333,7 @@ def test_fairseq_train_with_max_tokens_below_a_validation_sentence_names_it(mult
     proc = run_cli(tiny_train(multi30k_slice, str(tmp_path), "fusion_transformer", "--max-tokens", "20"), check=False)
     one_line_refusal(proc, "--max-tokens 20", f"line {line} of valid: {length} tokens (source {src}, target {tgt}",
                      f"give --max-tokens {length} or more", "--skip-invalid-size-inputs-valid-test")
-    assert not os.listdir(tmp_path), "a refused run must not write a checkpoint"
+    assert not written(tmp_path), "a refused run must not write a checkpoint"
     proc = run_cli(tiny_train(multi30k_slice, str(tmp_path), "fusion_transformer", "--max-tokens", str(length)))
     assert proc.returncode == 0  # the value the line gives works
 
