@@ -82,8 +82,8 @@ def check_vocabulary_sizes(model, state_dict):
 
 
 def _sizes_checked_first(load_state_dict):
-    """fairseq's models (its ``transformer`` too) meet a checkpoint of another dictionary size with torch's
-    size-mismatch traceback: the same size check as ``fusion_transformer``'s first, one line naming the dictionary."""
+    """Every model's ``load_state_dict`` (fairseq's ``transformer`` and ``fusion_transformer`` alike): a checkpoint of
+    another dictionary size is one line naming the dictionary, before torch's size-mismatch traceback."""
     @functools.wraps(load_state_dict)
     def wrapper(self, state_dict, *args, **kwargs):
         check_vocabulary_sizes(self, state_dict)

@@ -129,15 +129,15 @@ def _plugin_by_any_path(import_user_module):
 
 
 def _generate_checked(main, cfg):
-    from .entry_checks import check_batch_limits, check_generation, named_length_limits
+    from .entry_checks import checked_search
 
-    check_batch_limits(cfg.dataset)
-    check_generation(cfg.generation)
+    return checked_search(cfg, lambda: _results_checked(main, cfg))
+
+
+def _results_checked(main, cfg):
     results = cfg.common_eval.results_path
     check_output_folder(results, "--results-path")
-    if results is None:
-        return named_length_limits(lambda: main(cfg), cfg.generation)
-    return named_length_limits(lambda: _written_when_finished(main, cfg, results), cfg.generation)
+    return main(cfg) if results is None else _written_when_finished(main, cfg, results)
 
 
 def _written_when_finished(main, cfg, results):
@@ -161,12 +161,13 @@ def _written_when_finished(main, cfg, results):
 
 
 def _interactive_checked(main, cfg):
-    from .entry_checks import check_batch_limits, check_generation, named_length_limits
+    from .entry_checks import checked_search
 
-    check_batch_limits(cfg.dataset)
-    check_generation(cfg.generation)
-    check_input_file(cfg.interactive.input, "--input")
-    return named_length_limits(lambda: main(cfg), cfg.generation)
+    def run():
+        check_input_file(cfg.interactive.input, "--input")
+        return main(cfg)
+
+    return checked_search(cfg, run)
 
 
 def patch_generate(module):

@@ -353,6 +353,14 @@ def named_length_limits(run, generation, hub=False):
                           f"{b}{generation.max_len_b} allows for a sentence: lower {m.strip()} or raise the maximum") from None
 
 
+def checked_search(cfg, run):
+    """``run()`` of fairseq-generate or -interactive (``command_paths``), its batch limits and search settings checked
+    first and an empty output length window named."""
+    check_batch_limits(cfg.dataset)
+    check_generation(cfg.generation)
+    return named_length_limits(run, cfg.generation)
+
+
 def check_batch_size(cfg):
     """The same line where the plugin loads inside fairseq-train's ``main`` (``save_dir_lock._locking_defaults``):
     fairseq-hydra-train calls ``call_main`` before it loads the plugin, so only this check reaches its runs."""

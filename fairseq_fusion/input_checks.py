@@ -289,10 +289,12 @@ def _hub_generate(generate):
 
         from .entry_checks import check_generation, named_length_limits
 
-        given = self.cfg.generation  # fairseq's generate: these, with beam= (default 5) and the other keywords over them
-        settings = SimpleNamespace(**{k: kwargs.get(k, getattr(given, k, None)) for k in
-                                      ("nbest", "min_len", "max_len_a", "max_len_b")},
-                                   beam=kwargs.get("beam", args[1] if len(args) > 1 else 5))
+        # what fairseq's generate searches with: its config, beam= (its own default) and the other keywords over it
+        call = inspect.signature(generate).bind(self, *args, **kwargs)
+        call.apply_defaults()
+        given, extra = self.cfg.generation, call.arguments.get("kwargs", {})
+        settings = SimpleNamespace(**{k: extra.get(k, getattr(given, k, None)) for k in
+                                      ("nbest", "min_len", "max_len_a", "max_len_b")}, beam=call.arguments["beam"])
         check_generation(settings, hub=True)
         with reporting(lambda: _hub_report(self)):
             return named_length_limits(lambda: generate(self, *args, **kwargs), settings, hub=True)

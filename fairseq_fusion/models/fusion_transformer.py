@@ -15,7 +15,6 @@ from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
 from .. import compile_training, fusion_options, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
-from ..checkpoint_safety import check_vocabulary_sizes
 from ..hub_checks import check_hub_data, check_hub_folder, check_registry_choices
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
@@ -126,10 +125,6 @@ class FusionTransformerModel(TransformerModel):
         technique (``torchscript.py``)."""
         torchscript.check_scriptable(self)
         return torchscript.fairseq_view(self)
-
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        check_vocabulary_sizes(self, state_dict)
-        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
 
 
