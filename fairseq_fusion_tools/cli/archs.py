@@ -20,6 +20,7 @@ import tempfile
 import textwrap
 
 from fairseq_fusion import fusion_options
+from .. import data_paths
 from fairseq_fusion.errors import fail
 from fairseq_fusion.models import catalog, conflicts
 
@@ -28,11 +29,9 @@ HELP_HINT = "fairseq-train DATA --user-dir {user_dir} --arch {arch} --help lists
 
 
 def user_dir():
-    """``--user-dir``'s value that works from any directory: the absolute folder of the plugin (what
-    ``fusion-user-dir`` prints), quoted for a shell where it needs to be."""
-    import fairseq_fusion
-
-    return shlex.quote(os.path.dirname(os.path.abspath(fairseq_fusion.__file__)))
+    """``--user-dir``'s value that works from any directory: the plugin's absolute folder (``data_paths.PLUGIN_DIR``,
+    what ``fusion-user-dir`` prints), quoted for a shell where it needs to be."""
+    return shlex.quote(data_paths.PLUGIN_DIR)
 
 
 def get_parser():
