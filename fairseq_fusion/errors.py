@@ -38,11 +38,6 @@ class FusionError(ValueError, _Compact):
         super().__init__(PREFIX + str(message).replace(PREFIX, ""))
 
 
-# set by the tools (fairseq_fusion_tools/cli): the one line for an OSError or UnicodeDecodeError on a file the command
-# line named, or None for any other exception
-USER_FILE_LINE = [None]
-
-
 class FusionWarning(UserWarning):
     """Input that is processed, but whose output is likely not what the user wants (the message says why)."""
 
@@ -61,14 +56,6 @@ def warn(message, logger=None):
     if not any(issubclass(w.category, FusionWarning) and str(w.message) == str(message) for w in passed):
         logging.getLogger(logger or caller).warning(message)
 
-
-def fail(message):
-    """End a command with one line on stderr (``fairseq-fusion: error: ...``) and exit status 1. Called while handling
-    an error on a file the command line named (a catch-all ``except ValueError`` that met a UnicodeDecodeError), the
-    line says what is wrong with that file instead."""
-    handled = sys.exc_info()
-    line = USER_FILE_LINE[0] and handled[1] is not None and USER_FILE_LINE[0](handled[1], handled[2])
-    raise SystemExit(str(FusionError(line or message)))
 
 
 def few(items, shown=3):

@@ -17,7 +17,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def _umask():

@@ -29,7 +29,7 @@ import sys
 import time
 
 from . import atomic_files
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 SIZES = {
     # d, ffn, heads, enc layers, dec layers; these flags override the arch's own sizes (a `_big` or

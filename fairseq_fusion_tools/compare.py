@@ -45,7 +45,8 @@ from . import atomic_files, recipe_settings
 from .data_paths import PLUGIN_DIR
 from .benchmark import SIZES, fusion_archs
 from fairseq_fusion import save_dir_lock
-from fairseq_fusion.errors import fail, few
+from fairseq_fusion.errors import few
+from fairseq_fusion_tools.user_files import fail
 
 # optimization per size (dropout, lr, warm-up, max tokens per GPU/CPU): "small" is `make demo`'s, base and
 # big are fairseq's WMT'14 En-De recipes (Vaswani et al. 2017; Ott et al. 2018)

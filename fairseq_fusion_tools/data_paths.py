@@ -54,6 +54,6 @@ def find_text(prefix, lang):
         if os.path.exists(path):
             return path
     hint = "; the prefix goes without the language and .gz" if prefix.endswith((".gz", "." + lang)) else ""
-    # the filename makes it one line naming the flag of the prefix (fairseq_fusion_tools/cli/_user_files.py)
+    # the filename makes it one line naming the flag of the prefix (fairseq_fusion_tools/user_files.py)
     raise FileNotFoundError(errno.ENOENT, f"no text file {prefix}.{lang} or {prefix}.{lang}.gz (expected one sentence "
                             f"per line{hint})", f"{prefix}.{lang}")

@@ -27,7 +27,7 @@ import sys
 import time
 
 from . import atomic_files, gpu_check_report, gpu_check_train
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 from .gpu_check_train import BF16_NOTE, train_argv
 
 DTYPES = ("fp32", "fp16", "bf16")

@@ -234,7 +234,7 @@ def test_a_new_interpreter_says_the_same_line(files, tmp_path):
 def test_errors_on_paths_the_user_did_not_give_keep_their_traceback(tmp_path, monkeypatch):
     import argparse
 
-    from fairseq_fusion_tools.cli import _user_files
+    from fairseq_fusion_tools import user_files as _user_files
 
     parser = argparse.ArgumentParser(prog="fusion-x")
     parser.add_argument("--hyp")

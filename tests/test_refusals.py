@@ -171,17 +171,21 @@ def test_ctrl_c_before_the_first_checkpoint(monkeypatch, tmp_path):
 
 
 def test_commands_refuse_only_through_the_one_line_form():
-    """Every refusal of a fusion-* command goes through errors.fail (or FusionError): no bare SystemExit/sys.exit
-    with a message, whose line would lack the ``fairseq-fusion: error:`` prefix."""
+    """Every refusal of the plugin and of a fusion-* command goes through FusionError or the tools' fail
+    (fairseq_fusion_tools/user_files.py): no bare SystemExit/sys.exit with a message, whose line would lack the
+    ``fairseq-fusion: error:`` prefix."""
     import glob
     import re
 
     bare = re.compile(r"(raise SystemExit|sys\.exit)\(\s*(f?[\"']|[a-z_]+\s*\+|str\()")
     found = []
-    for path in glob.glob(os.path.join(REPO, "fairseq_fusion", "**", "*.py"), recursive=True):
+    paths = [p for package in ("fairseq_fusion", "fairseq_fusion_tools")
+             for p in glob.glob(os.path.join(REPO, package, "**", "*.py"), recursive=True)]
+    assert len(paths) > 100
+    for path in paths:
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
-                if bare.search(line) and not path.endswith("errors.py"):
+                if bare.search(line) and not path.endswith(("errors.py", "user_files.py")):
                     found.append(f"{os.path.relpath(path, REPO)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
 

@@ -8,7 +8,7 @@ import json
 import os
 from typing import List, Sequence
 
-from ..errors import fail
+from ..errors import FusionError
 from .bpe_tools import bpe_applier
 
 CJK_LANGS = ("zh",)
@@ -21,8 +21,8 @@ def chinese_segmenter(name):
     try:
         import jieba
     except ImportError:
-        fail("Chinese text needs word segmentation: pip install jieba "
-                 "(or --zh-segmenter none for text that is already segmented)")
+        raise FusionError("Chinese text needs word segmentation: pip install jieba "
+                          "(or --zh-segmenter none for text that is already segmented)") from None
     jieba.setLogLevel(60)
     return lambda line: " ".join(w for w in jieba.cut(line) if w.strip())
 

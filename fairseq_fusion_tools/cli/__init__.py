@@ -9,15 +9,14 @@ It is also the one place where the other mistakes of a command line become one l
 (tests/test_mistakes.py): argparse's errors of a ``fusion-*`` parser (an unknown flag, a flag of another command)
 get that prefix, and an OSError or UnicodeDecodeError on a file the command line named (missing, a folder for a file,
 unreadable, not UTF-8, an output folder that cannot be written) is said in one line naming the flag and the file
-(``_user_files.py``); the same errors on paths the user did not give keep their traceback.
+(``fairseq_fusion_tools/user_files.py``); the same errors on paths the user did not give keep their traceback.
 """
 import argparse
 import os
 import sys
 
-from . import _user_files
-
-PREFIX = "fairseq-fusion: error: "  # fairseq_fusion.errors.PREFIX, not imported: that would load the plugin
+from .. import user_files
+from ..user_files import PREFIX
 
 STACK = ("torch", "fairseq", "fairseq_cli")  # fairseq_cli ships with fairseq
 
@@ -40,7 +39,7 @@ def missing_stack_line(missing):
 
 def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     top = (getattr(exc, "name", None) or "").split(".")[0]
-    verbose = os.environ.get("FAIRSEQ_FUSION_TRACEBACK", "").lower() not in ("", "0", "false", "no")
+    verbose = user_files.shows_tracebacks()
     # only where torch or fairseq itself is missing: a module missing inside an installed one is a bug (traceback)
     missing = missing_stack() if issubclass(exc_type, ModuleNotFoundError) and top in STACK and not verbose else []
     if missing:
@@ -56,10 +55,7 @@ def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
 def _parse_known_args(self, args=None, namespace=None, _parse=argparse.ArgumentParser.parse_known_args):
     parsed = _parse(self, args, namespace)
     if self.prog.startswith("fusion-") and args is None:  # the command line itself (sys.argv)
-        _user_files.remember(self, parsed[0])
-        errors = sys.modules.get("fairseq_fusion.errors")  # the command has imported the plugin's fail() by now
-        if errors is not None:
-            errors.USER_FILE_LINE[0] = _user_file_line
+        user_files.remember(self, parsed[0])
     return parsed
 
 
@@ -72,8 +68,7 @@ def _error(self, message, _error=argparse.ArgumentParser.error):
 
 
 def _user_file_line(exc, tb):
-    return None if os.environ.get("FAIRSEQ_FUSION_TRACEBACK", "").lower() not in ("", "0", "false", "no") \
-        else _user_files.line_for(exc, tb)
+    return None if user_files.shows_tracebacks() else user_files.line_for(exc, tb)
 
 
 sys.excepthook = _excepthook

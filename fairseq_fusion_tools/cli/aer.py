@@ -11,7 +11,7 @@ import os
 from ..analysis import alignment
 from ..analysis import alignment_stream as stream
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

@@ -21,7 +21,7 @@ import textwrap
 
 from fairseq_fusion import fusion_options
 from .. import data_paths
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 from fairseq_fusion.models import catalog, conflicts
 
 TYPE_NAMES = {bool: "[BOOL]", int: "INT", float: "FLOAT", str: "STR"}

@@ -16,7 +16,8 @@ import torch
 from .. import atomic_files
 from fairseq_fusion import checkpoint_files, checkpoint_safety
 from ._tools import description_of
-from fairseq_fusion.errors import FusionError, fail
+from fairseq_fusion.errors import FusionError
+from fairseq_fusion_tools.user_files import fail
 
 
 def last_n_checkpoints(path, n, upper_bound=None, kind="epoch"):

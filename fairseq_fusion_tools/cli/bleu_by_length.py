@@ -8,7 +8,7 @@ import os
 
 from ..analysis import common, evaluation
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

@@ -9,7 +9,7 @@ import sys
 import time
 
 from fairseq_fusion import save_dir_lock
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 from .. import compare
 from ..compare_budget import curve_command, find_budget

@@ -25,7 +25,7 @@ from ..analysis import common, contrastive
 from ..analysis import contrastive_protocols as protocols
 from ..progress import progress as progress_bar
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

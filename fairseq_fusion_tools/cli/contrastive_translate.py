@@ -29,7 +29,7 @@ from ..analysis.suite_files import SuiteFormatError, open_text as _open
 from ..analysis.layer_fusion import generation_args
 from ..progress import progress as progress_bar
 from ._tools import add_generation_args, description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 PROG = "fusion-contrastive-translate"
 

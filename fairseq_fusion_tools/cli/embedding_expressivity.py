@@ -12,7 +12,7 @@ import ast
 from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import expressivity_curves
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

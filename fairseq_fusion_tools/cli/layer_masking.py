@@ -27,7 +27,7 @@ from ..analysis.common import add_common_args, figure_title, locked, new_figure,
 from ..analysis.layer_fusion import TRANSLATION_GENERATION, generation_args, masking_sweep
 from ..analysis.metrics import get_metric, known_metrics
 from ._tools import add_generation_args, description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 POST_PROCESS = ["subword_nmt", "sentencepiece", "wordpiece", "letter", "_EOW", "none"]
 

@@ -23,7 +23,7 @@ from ..analysis.common import add_common_args, check_split, load_model, locked, 
 from ..analysis.lexical_pos import PositionCategories
 from ..analysis.lexical_store import StateStore
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

@@ -19,7 +19,7 @@ from fairseq_fusion.modules.phrase_segmentation import ROUNDINGS
 from fairseq_fusion.tasks.phrase_spans import ngram_spans
 from fairseq_fusion.tasks.translation_with_phrases import format_spans, span_path
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

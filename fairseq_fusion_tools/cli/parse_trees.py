@@ -14,7 +14,7 @@ from .. import atomic_files
 from ..progress import progress as progress_bar
 from fairseq_fusion.tasks.phrase_spans import PARSERS
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

@@ -19,7 +19,7 @@ import shutil
 from ..progress import progress
 from .prepare_text import binarize, build_in_place, read_lines, write_lines
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 GPT2_FILES = ("encoder.json", "vocab.bpe", "dict.txt")
 

@@ -32,7 +32,7 @@ from multiprocessing import Pool
 from .. import data_paths
 from ..progress import progress
 from fairseq_fusion import text_files
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 from ._tools import description_of
 from fairseq_fusion.encoders.bpe_tools import bpe_applier, require_fastbpe
 from fairseq_fusion.encoders.text_pipeline import (  # noqa: F401  (TextPipeline: the same processing for new text)

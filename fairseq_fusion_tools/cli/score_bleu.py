@@ -12,7 +12,8 @@ import os
 from .. import atomic_files
 from ..analysis import common, evaluation, text_language
 from ._tools import description_of
-from fairseq_fusion.errors import fail, warn
+from fairseq_fusion.errors import warn
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

@@ -10,7 +10,7 @@ import argparse
 from ..analysis import common, evaluation
 from ..analysis.m2 import M2FormatError, score_m2
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

@@ -13,7 +13,7 @@ import re
 from ..analysis import common, evaluation
 from ..analysis.rouge import rouge_scores
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 

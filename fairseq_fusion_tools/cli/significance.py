@@ -9,7 +9,7 @@ import argparse
 from ..analysis import common, evaluation
 from .bleu_by_length import parse_systems
 from ._tools import description_of
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():

@@ -12,7 +12,7 @@ import os
 import re
 
 from ..analysis import common
-from fairseq_fusion.errors import fail
+from fairseq_fusion_tools.user_files import fail
 from ._tools import description_of
 from fairseq_fusion.text_files import open_text
 

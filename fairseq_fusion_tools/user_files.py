@@ -4,8 +4,8 @@ An ``OSError`` whose ``filename`` is a path of the command line (the value of a 
 folder, beside it or named after it: ``OUT.lock``, ``PREFIX.en``, ``DEST/...``), or a ``UnicodeDecodeError`` while a
 frame of the traceback reads such a file, becomes ``fairseq-fusion: error: PROG: FLAG VALUE: what is wrong, what was
 expected``. Errors on paths the user did not give keep their traceback (a bug). ``cli/__init__.py`` records the
-command's parsed arguments (``remember``) and calls ``line_for`` from its excepthook. Standard library only: the
-scorers run without torch and fairseq.
+command's parsed arguments (``remember``) and calls ``line_for`` from its excepthook; the tools' ``fail``, called while
+handling such an error, says it in the same line. Standard library only: the scorers run without torch and fairseq.
 """
 import errno
 import gzip
@@ -13,6 +13,8 @@ import io
 import os
 import sys
 
+PREFIX = "fairseq-fusion: error: "  # fairseq_fusion.errors.PREFIX, not imported: that would load the plugin
+TRACEBACK_ENV = "FAIRSEQ_FUSION_TRACEBACK"  # as fairseq_fusion.errors: set, real tracebacks are shown
 _PARSED = [None]  # (parser, namespace, argv) of the first fusion-* parser that parsed this command line (sys.argv)
 
 
@@ -155,3 +157,17 @@ def line_for(exc, tb):
     if os.path.abspath(path) != os.path.abspath(value) and not what.startswith(path) and path not in what:
         head += f": {path}"
     return f"{prog}: {head}: {what}"
+
+
+def shows_tracebacks():
+    return os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
+
+
+def fail(message):
+    """End a command with one line on stderr (``fairseq-fusion: error: ...``) and exit status 1. Called while handling
+    an error on a file the command line named (a catch-all ``except ValueError`` that met a UnicodeDecodeError), the
+    line says what is wrong with that file instead."""
+    _, handled, tb = sys.exc_info()
+    line = handled is not None and not shows_tracebacks() and line_for(handled, tb)
+    message = str(line or message)
+    raise SystemExit(PREFIX + message.replace(PREFIX, ""))
