@@ -1,26 +1,27 @@
 """fairseq-fusion: five Transformer NMT papers as options of one fairseq model.
 
-Loaded by fairseq through ``--user-dir fairseq_fusion``; importing it registers the
-``fusion_transformer`` model family, our criterions and tasks, allow-lists the few
-classes fairseq checkpoints pickle, so they load under torch >= 2.6 (``weights_only``),
-turns off cuDNN's attention kernels on CUDA (``attention_backends``: a plan per batch shape),
-lets ``--ddp-backend pytorch_ddp`` run on CPU (``distributed_cpu``), and fixes four fairseq
-0.12 bugs that change what users measure (``fairseq_fixes``: the last batch dropped when its
-size is not a multiple of 8; ``--no-repeat-ngram-size`` without effect off the CUDA extension; ``--bf16``'s
-per-parameter Adam on a GPU; ``--diverse-beam-groups`` ending in ``IndexError``), and filters the notices of
-fairseq's internals a user cannot act on, one message at a time (``quiet``). Its refusals of bad input
-reach the user as one line, ``fairseq-fusion: error: ...`` (``errors``). Every change it makes to fairseq, torch
-and Python at import is listed, with its reason, fairseq versions and test, in ``global_changes``.
-"""
-from . import global_changes, stack
+Loaded by fairseq through ``--user-dir fairseq_fusion``; importing it registers the ``fusion_transformer`` model
+family, our criterions and tasks. The package is three layers (ARCHITECTURE.md):
 
-# every change to fairseq, torch and Python, with its reason and test, is listed in global_changes.py
+- the core, here at the top: ``models/``, ``modules/`` (one technique a file), ``tasks/``, ``criterions/``,
+  ``encoders/``, the technique registry (``fusion_options``), the seams, ``errors``;
+- ``compat/``: the fixes and start-up changes to fairseq, torch and Python (checkpoints under torch's
+  ``weights_only``, CPU DDP, cuDNN attention, fairseq 0.12 bugs that change what users measure, fairseq's notices);
+- ``guards/``: the checks that turn bad input into one line ``fairseq-fusion: error: ...`` and warn of a likely
+  wrong output.
+
+Every change of ``compat/`` and ``guards/`` to fairseq, torch and Python is listed, with its reason, fairseq versions
+and test, in ``compat/global_changes.py``, and applied from that list here, nowhere else.
+"""
+from .compat import global_changes, stack
+
+# every change to fairseq, torch and Python, with its reason and test, is listed in compat/global_changes.py
 global_changes.apply("python")  # the one-line refusals and warnings; fairseq's notices filtered before it is imported
 
-# without torch or fairseq only the torch-free modules import (stack.py): the tools' scorers run, the rest stops
+# without torch or fairseq only the torch-free modules import (compat/stack.py): the tools' scorers run, the rest stops
 # with one line (fairseq_fusion_tools/cli/__init__.py)
 if not stack.missing():
-    from . import torch_version
+    from .compat import torch_version
 
     torch_version.check_torch()  # torch >= the oldest tested, or one line saying so
 

@@ -45,7 +45,7 @@ class FusionWarning(UserWarning):
 def warn(message, logger=None):
     """One ``FusionWarning``: printed as the line ``fairseq-fusion: warning: MESSAGE`` (``install``). Where the warning
     filters hide it (``PYTHONWARNINGS=ignore``, ``-W ignore``, ``warnings.simplefilter("ignore")``), it goes to the
-    logger of the calling module (``fairseq_fusion.input_checks``, ...; ``logger``: another name) at WARNING instead,
+    logger of the calling module (``fairseq_fusion.guards.input_checks``, ...; ``logger``: another name) at WARNING instead,
     as fairseq reports its own problems: no filter silences a result that is likely wrong, and no line is printed
     twice. A filter ``error`` raises it; a caller recording warnings records it."""
     caller = sys._getframe(1).f_globals.get("__name__", __name__)

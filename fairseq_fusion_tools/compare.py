@@ -44,7 +44,7 @@ import time
 from . import atomic_files, recipe_settings
 from .data_paths import PLUGIN_DIR
 from .benchmark import SIZES, fusion_archs
-from fairseq_fusion import save_dir_lock
+from fairseq_fusion.guards import save_dir_lock
 from fairseq_fusion.errors import few
 from fairseq_fusion_tools.user_files import fail
 

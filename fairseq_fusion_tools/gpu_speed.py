@@ -4,7 +4,7 @@ Stages (``--stages``), in one process, within ``--budget-minutes``:
 
 - ``profile``: single training steps of ``transformer`` and ``fusion_transformer`` at base size, ``--max-tokens``'s
   first value, in each half precision, with torch's own choice of attention kernels (cuDNN attention allowed) and
-  with the plugin's (cuDNN attention off, ``fairseq_fusion/attention_backends.py``): ms per step on batch shapes new
+  with the plugin's (cuDNN attention off, ``fairseq_fusion/compat/attention_backends.py``): ms per step on batch shapes new
   to the process and on shapes already seen, and a ``torch.profiler`` table of one step of each kind (top CPU and
   device costs, the attention kernels that ran).
 - ``overhead``: where a step's time goes once attention is fixed: the host's cost of one kernel launch, launches
@@ -98,7 +98,7 @@ def check_args(args):
 def machine(cuda):
     import torch
     import fairseq
-    from fairseq_fusion import attention_backends
+    from fairseq_fusion.compat import attention_backends
 
     info = {"torch": torch.__version__, "cuda": torch.version.cuda, "fairseq": fairseq.__version__,
             "python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d %H:%M"),

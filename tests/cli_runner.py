@@ -71,7 +71,8 @@ def command_state(argv, cwd=None, env=None, stdin=None):
 @contextlib.contextmanager
 def captured_output(prog):
     """(stdout, stderr) StringIOs receiving what the command prints, its log records and its warnings."""
-    from fairseq_fusion import errors, quiet
+    from fairseq_fusion import errors
+    from fairseq_fusion.compat import quiet
 
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()

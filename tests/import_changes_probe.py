@@ -80,7 +80,7 @@ def main(what):
                      if (name in before and differ(before[name], value))
                      or (name not in before and name.startswith("logging.") and value))  # a new logger's filter
 
-    from fairseq_fusion import global_changes
+    from fairseq_fusion.compat import global_changes
 
     listed = {}
     for change in global_changes.CHANGES if what == "plugin" else global_changes.TOOLS:

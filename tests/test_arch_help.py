@@ -7,7 +7,9 @@ import re
 import pytest
 from fairseq import options
 
-from fairseq_fusion import arch_help, fusion_options
+from fairseq_fusion.guards import arch_help
+
+from fairseq_fusion import fusion_options
 
 
 def training_help(argv):

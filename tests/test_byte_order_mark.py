@@ -1,11 +1,11 @@
 """A UTF-8 byte-order mark (U+FEFF) at the start of a text is not a word: every command that reads text removes it,
-with one warning naming the file (fairseq_fusion/text_files.py): fusion-prepare-text (no vocabulary entry, no
+with one warning naming the file (fairseq_fusion/guards/text_files.py): fusion-prepare-text (no vocabulary entry, no
 tokenized text holding it), fairseq-interactive (no <unk>), the hub, the scorers (the score of the text without it)."""
 import json
 import os
 
 from conftest import REPO, run_cli
-from fairseq_fusion.text_files import BOM, bom_removed
+from fairseq_fusion.guards.text_files import BOM, bom_removed
 from test_input_warnings import CLEAN, DECODE, hub, outputs, recorded, warning_lines
 
 USER_DIR = os.path.join(REPO, "fairseq_fusion")

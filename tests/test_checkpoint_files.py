@@ -1,6 +1,6 @@
 """A checkpoint cut at any length, or corrupt, is refused in one line naming the file by every reader of checkpoints:
 fairseq's loaders (patched by the plugin), fusion-average-checkpoints and fusion-convert-checkpoint
-(``fairseq_fusion/checkpoint_files.py``). Called in-process for the sweep; one case through a real command.
+(``fairseq_fusion/guards/checkpoint_files.py``). Called in-process for the sweep; one case through a real command.
 
 What cannot be refused: torch checks no checksum, so bytes flipped inside a tensor's data load as other numbers.
 Only damage to what torch reads to find the tensors (the zip's directory, ``data.pkl``, ``version``) is refused.

@@ -6,7 +6,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf, nodes
 
-from fairseq_fusion import checkpoint_safety
+from fairseq_fusion.compat import checkpoint_safety
 from fairseq_fusion.errors import FusionError
 
 
@@ -41,7 +41,7 @@ def test_fusion_error_takes_hydras_compact_error_path():
 @pytest.mark.parametrize("version, refused", [("2.0.1", True), ("1.13.1+cu117", True), ("2.1.0", False),
                                               ("2.13.0+cpu", False), ("10.0.0", False)])
 def test_torch_older_than_the_tested_floor_is_refused_in_one_line(version, refused):
-    from fairseq_fusion.torch_version import check_torch
+    from fairseq_fusion.compat.torch_version import check_torch
 
     if refused:
         with pytest.raises(FusionError, match=rf"^fairseq-fusion: error: torch {re.escape(version)} is installed; "

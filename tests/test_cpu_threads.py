@@ -1,4 +1,4 @@
-"""torch's CPU threads beside other work (fairseq_fusion/cpu_threads.py): a core that another process keeps busy
+"""torch's CPU threads beside other work (fairseq_fusion/compat/cpu_threads.py): a core that another process keeps busy
 takes one thread away; alone, or with OMP_NUM_THREADS set, torch's default stays. Processes: the thread count is
 chosen when a process imports the plugin, and the work beside it must be another process."""
 import os
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from fairseq_fusion import cpu_threads
+from fairseq_fusion.compat import cpu_threads
 
 CORES = len(os.sched_getaffinity(0))
 PROBE = ("import logging, torch; logging.basicConfig(level=logging.INFO); default = torch.get_num_threads(); "

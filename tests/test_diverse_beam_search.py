@@ -1,5 +1,5 @@
 """--diverse-beam-groups: fairseq 0.12's DiverseBeamSearch indexed its per-sentence group overlap by the sentences'
-dataset ids and ended in IndexError for every arch (fixed in fairseq_fusion/fairseq_fixes.py)."""
+dataset ids and ended in IndexError for every arch (fixed in fairseq_fusion/compat/fairseq_fixes.py)."""
 import math
 
 import pytest

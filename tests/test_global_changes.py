@@ -1,4 +1,4 @@
-"""The list of every change the plugin makes at import (fairseq_fusion/global_changes.py): complete, each change
+"""The list of every change the plugin makes at import (fairseq_fusion/compat/global_changes.py): complete, each change
 made (seen in a fresh interpreter by tests/import_changes_probe.py, which does not read the list to find them), each
 test it names exists, and ARCHITECTURE.md's table is its rendering."""
 import json
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from fairseq_fusion import global_changes
+from fairseq_fusion.compat import global_changes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- global changes: global_changes.table() -->\n", "<!-- end of global changes -->\n"

@@ -10,7 +10,7 @@ from unittest import mock
 import pytest
 import torch
 
-from fairseq_fusion import attention_backends, fairseq_fixes
+from fairseq_fusion.compat import attention_backends, fairseq_fixes
 from fairseq_fusion.errors import FusionError
 from fairseq_fusion_tools import gpu_speed, gpu_speed_report
 from conftest import run_cli

@@ -300,7 +300,7 @@ def test_a_warning_the_filters_hide_goes_to_the_log(multi30k_slice, tiny_checkpo
     proc = run_cli(argv, stdin=str(stdin), env={"PYTHONWARNINGS": "ignore"}, process=True)
     assert warning_lines(proc.stderr) == []
     logged = [line for line in (proc.stdout + proc.stderr).splitlines() if "WARNING" in line
-              and "fairseq_fusion.entry_checks" in line and line.endswith(direction_warning(tiny_checkpoint))]
+              and "fairseq_fusion.guards.entry_checks" in line and line.endswith(direction_warning(tiny_checkpoint))]
     assert len(logged) == 1, proc.stderr[-3000:]  # as fairseq's logging prints a record in this process
     proc = run_cli(argv, stdin=str(stdin))
     assert warning_lines(proc.stderr) == [direction_warning(tiny_checkpoint)]
@@ -313,7 +313,7 @@ def test_hub_warnings_filtered_out_are_logged(multi30k_slice, tiny_checkpoint, c
         mt = hub(multi30k_slice, tiny_checkpoint)
         mt.translate(RAW, beam=2, max_len_b=5)
     logged = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("fairseq_fusion")]
-    assert logged == [("fairseq_fusion.input_checks", "WARNING", unknown_warning(multi30k_slice, RAW, 'bpe="prepared"'))]
+    assert logged == [("fairseq_fusion.guards.input_checks", "WARNING", unknown_warning(multi30k_slice, RAW, 'bpe="prepared"'))]
     caplog.clear()
     _, messages = recorded(lambda: mt.translate(RAW, beam=2, max_len_b=5))  # recorded: not logged as well
     assert messages == [unknown_warning(multi30k_slice, RAW, 'bpe="prepared"')]

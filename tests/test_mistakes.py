@@ -259,7 +259,7 @@ def test_max_tokens_mistake_is_one_line(files, tmp_path, command, mistake, argv,
     test_mistake_is_one_line(files, tmp_path, command, mistake, argv, expected)
 
 
-# text inputs a byte-order mark is removed from (fairseq_fusion/text_files.py), with one warning naming the file
+# text inputs a byte-order mark is removed from (fairseq_fusion/guards/text_files.py), with one warning naming the file
 BOM_INPUTS = {"fusion-score-bleu": ["--hyp", "--ref"], "fusion-score-rouge": ["--hyp", "--ref"],
               "fusion-score-m2": ["--hyp", "--gold"], "fusion-bleu-by-length": ["--src", "--ref", "a={hyp}"],
               "fusion-significance": ["--ref", "b={hyp}"], "fusion-aer": ["--gold"], "fusion-alignment-analysis": ["--parallel"], "fusion-training-curve": ["{log}"]}
@@ -276,7 +276,7 @@ def placeholder(argv, flag):
 @pytest.mark.parametrize("command, flag", BOM_ROWS, ids=[f"{c}: {f} with a byte-order mark" for c, f in BOM_ROWS])
 def test_byte_order_mark_is_removed_with_a_warning(files, tmp_path, command, flag):
     from fairseq_fusion.errors import WARNING_PREFIX
-    from fairseq_fusion.text_files import bom_removed
+    from fairseq_fusion.guards.text_files import bom_removed
 
     f = dict(files, out=str(tmp_path))
     good = fill(placeholder(VALID[command], flag), f)

@@ -1,5 +1,7 @@
 """The plugin stands apart from its tools: ``fairseq_fusion`` (what ``--user-dir`` loads) never imports
-``fairseq_fusion_tools``, neither package has an import cycle, and nothing is loaded by file path.
+``fairseq_fusion_tools``, neither package has an import cycle, and nothing is loaded by file path. Inside the plugin
+the three layers of ARCHITECTURE.md import only downward: the core (the techniques and models) neither ``compat/``
+nor ``guards/``, ``compat/`` not ``guards/``.
 
 The import graph is read from the source (``ast``), so a test module importing either package does not change it.
 It holds every import statement, those inside functions too: an import deferred into a function still makes the two
@@ -7,6 +9,8 @@ modules depend on each other, it only hides the cycle from Python.
 """
 import ast
 import os
+import subprocess
+import sys
 
 from conftest import REPO
 
@@ -92,3 +96,73 @@ def test_nothing_is_loaded_by_file_path():
             text = f.read()
         for how in ("spec_from_file_location", "SourceFileLoader", "runpy.run_path", "exec(open("):
             assert how not in text, f"{path}: {how}"
+
+
+def layer(module):
+    """core, compat or guards: the plugin module's layer (its folder under ``fairseq_fusion/``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ("compat", "guards") else "core"
+
+
+MAY_IMPORT = {"core": {"core"}, "compat": {"core", "compat"}, "guards": {"core", "compat", "guards"}}
+
+
+def test_layer_of_a_module_is_its_folder():
+    assert [layer(m) for m in ("fairseq_fusion.modules.lexical_shortcuts", "fairseq_fusion.compat.quiet",
+                               "fairseq_fusion.guards.entry_checks", "fairseq_fusion.errors")] == \
+        ["core", "compat", "guards", "core"]
+
+
+def test_the_plugin_layers_import_only_downward():
+    """The technique code (models, modules, tasks, criterions, encoders, the registry) imports neither compat/ nor
+    guards/; compat/ does not import guards/. ``fairseq_fusion/__init__.py``, the wiring, is the one module that
+    imports every layer."""
+    known = modules()
+    wrong = []
+    for name, (path, pkg) in known.items():
+        if not name.startswith("fairseq_fusion.") or name.startswith("fairseq_fusion_tools"):
+            continue
+        for target in imports(name, path, pkg, known):
+            if target.startswith("fairseq_fusion.") and layer(target) not in MAY_IMPORT[layer(name)]:
+                wrong.append(f"{name} ({layer(name)}) imports {target} ({layer(target)})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_plugin_root_holds_only_the_core():
+    """What ``ls fairseq_fusion`` shows: the three layers' folders, the core's packages and a few core modules."""
+    root = os.path.join(REPO, "fairseq_fusion")
+    entries = {e for e in os.listdir(root) if e != "__pycache__"}
+    assert {"compat", "guards"} <= entries
+    assert entries - {"compat", "guards"} == {
+        "__init__.py", "errors.py", "seams.py", "fusion_options.py", "host_sync.py", "compile_training.py",
+        "models", "modules", "tasks", "criterions", "encoders"}
+
+
+def test_the_plugin_never_reaches_its_tools_through_sys_modules():
+    """No name of the tools in a dynamic import or a ``sys.modules`` lookup of the plugin, and loading the plugin as
+    fairseq-train does (``--user-dir``, then building a model) leaves the tools unimported (a fresh interpreter)."""
+    dynamic = []
+    for name, (path, _) in modules().items():
+        if not name.startswith("fairseq_fusion.") and name != "fairseq_fusion":
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            looked_up = (isinstance(node, ast.Subscript) and ast.unparse(node.value) == "sys.modules") or (
+                isinstance(node, ast.Call) and ast.unparse(node.func) in (
+                    "sys.modules.get", "importlib.import_module", "__import__", "import_module"))
+            if looked_up and "fairseq_fusion_tools" in ast.unparse(node):
+                dynamic.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+    assert not dynamic, "\n".join(dynamic)
+    probe = ("import sys; from fairseq import options, tasks; from fairseq.utils import import_user_module; "
+             "import argparse; import_user_module(argparse.Namespace(user_dir=sys.argv[1])); "
+             "p = options.get_training_parser(); "
+             "a = options.parse_args_and_arch(p, ['/nonexistent', '--arch', 'transformer_lexical_shortcuts', "
+             "'--max-tokens', '100']); import fairseq_fusion.models; "
+             "print(sorted(m for m in sys.modules if m.startswith('fairseq_fusion')))")
+    out = subprocess.run([sys.executable, "-c", probe, os.path.join(REPO, "fairseq_fusion")], capture_output=True,
+                         text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = eval(out.stdout.strip().splitlines()[-1])
+    assert "fairseq_fusion.guards.entry_checks" in loaded  # the probe did load the plugin with its guards
+    assert not [m for m in loaded if m.startswith("fairseq_fusion_tools")]

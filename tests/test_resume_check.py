@@ -113,7 +113,7 @@ def test_fine_tuning_parameters_that_do_not_fit_is_one_line(multi30k_slice, run_
 
 
 def test_resuming_with_another_vocabulary_names_the_dictionary(multi30k_slice, run_folder, tmp_path):
-    """The model's own refusal on load (checkpoint_safety), which fairseq wraps in a bare Exception, stays one line."""
+    """The model's own refusal on load (guards/vocabulary_sizes.py), which fairseq wraps in a bare Exception, stays one line."""
     folder, saved = run_folder
     other = tmp_path / "other-bin"
     shutil.copytree(multi30k_slice, other)

@@ -154,7 +154,7 @@ def test_every_rank_of_a_ddp_training_refuses_with_rank_0(multi30k_slice, tmp_pa
 
 def test_a_refusal_in_a_spawned_rank_is_its_one_line():
     """torch.multiprocessing.spawn (one process per GPU) hands the parent the rank's traceback as text."""
-    from fairseq_fusion import save_dir_lock
+    from fairseq_fusion.guards import save_dir_lock
 
     line = f"{PREFIX}--save-dir ck is in use by another training (lock file ck/training.lock): wait"
     text = ("\n\n-- Process 0 terminated with the following error:\nTraceback (most recent call last):\n  File \"x.py\", "

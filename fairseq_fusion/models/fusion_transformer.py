@@ -15,7 +15,6 @@ from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
 from .. import compile_training, fusion_options, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
-from ..hub_checks import check_hub_data, check_hub_folder, check_registry_choices
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
 from . import torchscript
@@ -47,9 +46,6 @@ class FusionTransformerModel(TransformerModel):
         from ..tasks.translation_with_phrases import INFERENCE_OPTIONS, configure_inference_spans
 
         spans = {k: kwargs.pop(k) for k in list(kwargs) if k in INFERENCE_OPTIONS}
-        check_hub_folder(model_name_or_path, checkpoint_file, cls.hub_models())
-        check_hub_data(model_name_or_path, data_name_or_path)
-        check_registry_choices(kwargs)
         hub = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
         configure_inference_spans(hub.task, **spans)
         return hub

@@ -39,8 +39,6 @@ def load_vanilla(model, path, args):
     """Load ``path``'s parameters into ``model``; returns the names left freshly initialized."""
     from fairseq import checkpoint_utils
 
-    from ..checkpoint_safety import check_vocabulary_sizes
-
     if not os.path.isfile(path):
         raise FusionError(f"--init-from-vanilla {path}: no such checkpoint file")
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
@@ -48,7 +46,6 @@ def load_vanilla(model, path, args):
         raise FusionError(f"--init-from-vanilla {path}: not a fairseq checkpoint (no 'model' entry)")
     params = state["model"]
     model.upgrade_state_dict(params)
-    check_vocabulary_sizes(model, params)
     own = model.state_dict()
     unexpected = sorted(set(params) - set(own))
     if unexpected:
@@ -68,6 +65,8 @@ def load_vanilla(model, path, args):
             raise FusionError(
                 f"--init-from-vanilla {path}: {name} has shape {tuple(tensor.shape)} in the checkpoint "
                 f"but {tuple(own[name].shape)} here; expected a transformer of the same sizes"
+                + (" and dictionaries (binarize with the checkpoint's: fairseq-preprocess --srcdict/--tgtdict)"
+                   if "embed_tokens" in name or "output_projection" in name else "")
             )
     nn.Module.load_state_dict(model, params, strict=False)
     return sorted(set(own) - set(params))

@@ -27,7 +27,7 @@ import re
 from typing import Dict, List, Sequence, Set, Tuple
 
 from .common import no_grad
-from fairseq_fusion.text_files import open_text
+from fairseq_fusion.guards.text_files import open_text
 
 Links = Set[Tuple[int, int]]
 _LINK = re.compile(r"^(\d+)([-p])(\d+)$")

@@ -8,7 +8,7 @@ runs without it).
 import itertools
 from typing import Iterable, Iterator, List, Optional, Tuple
 
-from fairseq_fusion.text_files import open_text
+from fairseq_fusion.guards.text_files import open_text
 
 from . import alignment
 from .common import no_grad

@@ -157,7 +157,7 @@ def iterate_batches(task, split, max_tokens=4000, max_sentences=None, model=None
     try:
         batch_sampler = dataset.batch_by_size(order, max_tokens=max_tokens)
     except AssertionError as e:  # fairseq's: a sentence longer than max_tokens
-        from fairseq_fusion.entry_checks import MAX_TOKENS_ASSERTION, too_many_tokens
+        from fairseq_fusion.guards.entry_checks import MAX_TOKENS_ASSERTION, too_many_tokens
 
         if not str(e).startswith(MAX_TOKENS_ASSERTION):
             raise

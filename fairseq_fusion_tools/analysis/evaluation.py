@@ -18,7 +18,7 @@ import re
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_fusion.encoders.text_pipeline import detokenize  # noqa: F401  (scorers detokenize as --bpe prepared does)
-from fairseq_fusion import text_files
+from fairseq_fusion.guards import text_files
 from fairseq_fusion.errors import FusionError
 
 CJK = re.compile(r"([\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef])")

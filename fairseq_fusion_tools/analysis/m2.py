@@ -25,7 +25,7 @@ is registered in ``analysis/metrics.py``.
 """
 import math
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
-from fairseq_fusion.text_files import open_text
+from fairseq_fusion.guards.text_files import open_text
 
 
 EPSILON = 0.001  # set_weights: the extra weight of an edge that matches no gold edit

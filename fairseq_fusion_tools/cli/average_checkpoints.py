@@ -2,7 +2,7 @@
 
 Our own version of fairseq's ``scripts/average_checkpoints.py`` (not shipped in the wheel),
 with the same options. Checkpoints are read with torch's safe loader (``weights_only``),
-trusting only the classes ``fairseq_fusion.checkpoint_safety`` allow-lists. The output keeps
+trusting only the classes ``fairseq_fusion.compat.checkpoint_safety`` allow-lists. The output keeps
 everything but ``model`` from the last input and holds the element-wise mean of the inputs'
 parameters (accumulated in float64, stored in each parameter's dtype).
 """
@@ -14,7 +14,8 @@ import re
 import torch
 
 from .. import atomic_files
-from fairseq_fusion import checkpoint_files, checkpoint_safety
+from fairseq_fusion.guards import checkpoint_files
+from fairseq_fusion.compat import checkpoint_safety
 from ._tools import description_of
 from fairseq_fusion.errors import FusionError
 from fairseq_fusion_tools.user_files import fail

@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from fairseq_fusion import save_dir_lock
+from fairseq_fusion.guards import save_dir_lock
 from fairseq_fusion_tools.user_files import fail
 
 from .. import compare

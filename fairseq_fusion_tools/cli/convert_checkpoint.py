@@ -16,7 +16,8 @@ import copy
 import torch
 
 from .. import atomic_files
-from fairseq_fusion import checkpoint_files, checkpoint_safety
+from fairseq_fusion.guards import checkpoint_files
+from fairseq_fusion.compat import checkpoint_safety
 from ._tools import description_of
 from fairseq_fusion.errors import FusionError
 

@@ -31,7 +31,7 @@ from multiprocessing import Pool
 
 from .. import data_paths
 from ..progress import progress
-from fairseq_fusion import text_files
+from fairseq_fusion.guards import text_files
 from fairseq_fusion_tools.user_files import fail
 from ._tools import description_of
 from fairseq_fusion.encoders.bpe_tools import bpe_applier, require_fastbpe

@@ -14,7 +14,7 @@ import re
 from ..analysis import common
 from fairseq_fusion_tools.user_files import fail
 from ._tools import description_of
-from fairseq_fusion.text_files import open_text
+from fairseq_fusion.guards.text_files import open_text
 
 # fairseq's progress_bar: simple format "... | valid on 'valid' subset | loss 4.1 | ... | num_updates 500",
 # json format "... | {"epoch": 1, "valid_loss": "4.1", ..., "valid_num_updates": "500"}"

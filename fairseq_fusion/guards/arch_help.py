@@ -18,7 +18,7 @@ import difflib
 import functools
 import sys
 
-from .errors import FusionError
+from ..errors import FusionError
 
 HELP = ("-h", "--help")
 NO_ARCH_HINT = (

@@ -26,8 +26,8 @@ import functools
 import os
 
 from . import dictionary_check
-from .errors import FusionError, few
-from .fusion_options import VERSION_KEY, option_name
+from ..errors import FusionError, few
+from ..fusion_options import VERSION_KEY, option_name
 
 TRAINING_ONLY_WORDS = ("dropout", "dropconnect", "layerdrop", "quant_noise")
 TRAINING_ONLY = {"checkpoint_activations", "offload_activations", "fusion_compile", "min_params_to_wrap", "export",

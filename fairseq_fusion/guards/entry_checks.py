@@ -19,7 +19,7 @@ import re
 
 from . import dictionary_check
 from .checkpoint_files import check_checkpoint_file, is_local, read_checkpoint
-from .errors import LAST_SAVED, FusionError, warn
+from ..errors import LAST_SAVED, FusionError, warn
 
 
 def known_option_names():
@@ -33,7 +33,7 @@ def known_option_names():
     from fairseq.registry import REGISTRIES
     from fairseq.tasks import TASK_DATACLASS_REGISTRY
 
-    from .models.fusion_transformer import FusionTransformerModel
+    from ..models.fusion_transformer import FusionTransformerModel
 
     names = {"data", "arch", "_name", "task", "criterion", "optimizer", "lr_scheduler", "tokenizer", "bpe", "scoring"}
     dataclasses = [f.type for f in fields(FairseqConfig) if is_dataclass(f.type)]
@@ -51,7 +51,7 @@ def known_option_names():
 def _is_fusion_state(state):
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    from .models.fusion_transformer import FusionTransformerModel
+    from ..models.fusion_transformer import FusionTransformerModel
 
     args = state.get("args")
     cfg = state.get("cfg")

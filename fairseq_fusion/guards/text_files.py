@@ -11,7 +11,7 @@ import codecs
 import gzip
 import io
 
-from .errors import warn
+from ..errors import warn
 
 BOM = "\ufeff"
 

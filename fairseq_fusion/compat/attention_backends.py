@@ -11,7 +11,7 @@ flash or memory-efficient attention, which need no plan. ``FUSION_CUDNN_ATTENTIO
 import logging
 import os
 
-from .errors import FusionError
+from ..errors import FusionError
 
 ENV = "FUSION_CUDNN_ATTENTION"
 logger = logging.getLogger(__name__)

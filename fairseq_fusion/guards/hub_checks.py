@@ -1,12 +1,14 @@
 """``from_pretrained``'s arguments (the hub), checked before fairseq reads them: the model folder and its checkpoint
-files, the data folder, and the ``bpe=`` / ``tokenizer=`` names. Each refuses in one line (``FusionError``)."""
+files, the data folder, and the ``bpe=`` / ``tokenizer=`` names. Each refuses in one line (``FusionError``). Every
+model's hub goes through ``fairseq.hub_utils.from_pretrained``, wrapped here (``compat/global_changes.py``)."""
 import difflib
+import functools
 import os
 import tarfile
 import zipfile
 
 from .checkpoint_files import check_checkpoint_file, is_local
-from .errors import FusionError
+from ..errors import FusionError
 
 
 def check_hub_folder(model_name_or_path, checkpoint_file, hub_models):
@@ -45,3 +47,16 @@ def check_registry_choices(options):
             hint = f" (did you mean {near[0]}?)" if near else ""
             raise FusionError(f"{kind}={value!r}: no such {kind}{hint}; expected one of "
                               f"{', '.join(sorted(REGISTRIES[kind]['registry']))}")
+
+
+def _checked_from_pretrained(from_pretrained):
+    """fairseq's ``hub_utils.from_pretrained`` (every model's ``from_pretrained`` calls it), arguments checked first."""
+    @functools.wraps(from_pretrained)
+    def wrapper(model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", archive_map=None, **kwargs):
+        check_hub_folder(model_name_or_path, checkpoint_file, archive_map or {})
+        check_hub_data(model_name_or_path, data_name_or_path)
+        check_registry_choices(kwargs)
+        return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, archive_map, **kwargs)
+
+    wrapper.patched_by_fairseq_fusion = True
+    return wrapper

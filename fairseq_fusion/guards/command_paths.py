@@ -22,8 +22,8 @@ import os
 import shutil
 import tempfile
 
-from .cli_hooks import wrap_main
-from .errors import FusionError
+from ..compat.cli_hooks import wrap_main
+from ..errors import FusionError
 
 
 def file_above(path):

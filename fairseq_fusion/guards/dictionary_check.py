@@ -1,6 +1,6 @@
 """A checkpoint is used only with the dictionaries it was trained with (issue 49).
 
-The vocabulary check on load (``checkpoint_safety.check_vocabulary_sizes``) compares the number of embedding rows;
+The vocabulary check on load (``guards/vocabulary_sizes.py``) compares the number of embedding rows;
 fairseq pads every dictionary to a multiple of 8 symbols, so two dictionaries of one BPE size often have the same
 size, and a model given the other one translates into garbage without a word. Every checkpoint fairseq-train saves
 with the plugin loaded (any arch, fairseq's own too) records a fingerprint of each of its task's dictionaries: the
@@ -20,7 +20,7 @@ import hashlib
 import logging
 import os
 
-from .errors import FusionError
+from ..errors import FusionError
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def check(path, saved, task):
             continue
         now = fingerprint(dictionary)
         if now["size"] != trained.get("size") or now["sha256"] == trained.get("sha256"):
-            continue  # another size: the size check names it (checkpoint_safety, resume_check)
+            continue  # another size: the size check names it (vocabulary_sizes, resume_check)
         given = dictionary_file(task, side) or f"the {side} dictionary of the data folder"
         was = f" ({trained['file']})" if trained.get("file") else ""
         raise FusionError(

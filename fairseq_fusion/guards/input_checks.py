@@ -24,8 +24,8 @@ import inspect
 import os
 import sys
 
-from .cli_hooks import wrap_main
-from .errors import warn
+from ..compat.cli_hooks import wrap_main
+from ..errors import warn
 from .text_files import BOM, bom_removed, without_bom
 
 _ACTIVE = []  # the report of the run in progress (one at a time; a nested call adds to it)
@@ -249,7 +249,7 @@ def patch_generate(module):
 
 
 def _hub_report(hub):
-    from .encoders.prepared import PreparedBPE
+    from ..encoders.prepared import PreparedBPE
 
     return InputReport("input sentences", "input sentence {}", "sentence", raw_text=True, data=getattr(hub.cfg.task, "data", None),
                        prepared=isinstance(hub.bpe, PreparedBPE), prepared_flag='bpe="prepared"')

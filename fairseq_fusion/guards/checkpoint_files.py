@@ -11,7 +11,7 @@ import os
 import pickle
 import zipfile
 
-from .errors import FusionError
+from ..errors import FusionError
 
 ZIP_MAGIC = b"PK"  # torch.save's format since torch 1.6: a zip archive
 PICKLE_MAGIC = b"\x80"  # torch's legacy format: a pickle stream

@@ -8,7 +8,7 @@ import re
 
 import torch
 
-from .errors import FusionError
+from ..errors import FusionError
 
 TORCH_FLOOR = (2, 1)
 

@@ -31,7 +31,7 @@ import re
 import socket
 import sys
 
-from .errors import PREFIX, FusionError
+from ..errors import PREFIX, FusionError
 
 LOCK_NAME = "training.lock"
 HOLDER_NAME = LOCK_NAME + ".json"
