@@ -1,0 +1,111 @@
+"""fairseq's ``transformer`` with the plugin loaded is fairseq's transformer: the same losses, parameters and
+translations as fairseq without the plugin, except where a change of ``fairseq_fusion/compat/global_changes.py`` is
+meant to change them. ``INTENDED`` names each such change and where its effect is tested; the run here uses options
+under which none of them acts.
+
+Each side is a fresh ``fairseq-train`` / ``fairseq-generate`` process, one with ``--user-dir`` and one without: the
+plugin changes fairseq when it is imported, so no process that has imported it can show fairseq without it.
+"""
+import json
+import os
+import subprocess
+
+import torch
+
+from conftest import BIN, REPO, SMALL_MODEL_ARGS
+from fairseq_fusion.compat import global_changes
+
+# change -> why the run below does not see it, and the test that shows what it changes
+INTENDED = {
+    "fairseq.data.data_utils.batch_by_size": "fairseq drops the last batch when its size is not a multiple of "
+    "--required-batch-size-multiple; run with 1 here (tests/test_foundation.py::test_batches_cover_every_sentence_"
+    "with_a_batch_size_multiple)",
+    "fairseq.ngram_repeat_block.NGramRepeatBlock._no_repeat_ngram": "only with --no-repeat-ngram-size "
+    "(tests/test_foundation.py::test_no_repeat_ngram_blocks_repeats_of_the_generated_tokens)",
+    "fairseq.optim.fp16_optimizer.FP16Optimizer.build_optimizer": "only --bf16 on a GPU (tests/test_gpu_speed.py)",
+    "fairseq.search.DiverseBeamSearch.step": "only with --diverse-beam-groups, where fairseq ends in IndexError "
+    "(tests/test_diverse_beam_search.py)",
+    "fairseq.models.transformer.transformer_legacy.TransformerModel.build_model": "only with --encoder-layers-to-keep "
+    "/ --decoder-layers-to-keep, where fairseq ends in AttributeError (tests/test_fairseq_options.py)",
+    "fairseq.checkpoint_utils.prune_state_dict": "only for a model trained with --*-layers-to-keep "
+    "(tests/test_fairseq_options.py)",
+    "fairseq.tasks.FairseqTask.inference_step": "an empty source's translation is left empty, where fairseq makes one "
+    "up; the test set has no empty line (tests/test_input_warnings.py)",
+    "fairseq.hub_utils.GeneratorHubInterface.generate": "the same for the hub; not used here",
+    "torch.serialization.get_safe_globals": "fairseq alone cannot load its own checkpoints under torch >= 2.6's "
+    "weights_only; its side runs with torch's TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 (tests/test_compat.py)",
+    "torch.set_num_threads": "fewer threads beside other work changes the CPU's float sums; not when OMP_NUM_THREADS "
+    "is set, as on both sides here (tests/test_cpu_threads.py)",
+}
+
+
+def test_the_intended_changes_are_in_the_list_and_every_fairseq_bug_fix_is_named():
+    targets = {c.target for c in global_changes.CHANGES}
+    assert set(INTENDED) <= targets, sorted(set(INTENDED) - targets)
+    bug_fixes = {c.target for c in global_changes.CHANGES if c.reason.startswith("fairseq bug")}
+    assert bug_fixes and bug_fixes <= set(INTENDED), sorted(bug_fixes - set(INTENDED))
+
+
+def run(argv, plugin, tmp_path):
+    """``argv`` as a fresh process, with ``--user-dir`` (``plugin``) or as fairseq alone; stdout on success."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if plugin:
+        argv = argv[:2] + ["--user-dir", os.path.join(REPO, "fairseq_fusion")] + argv[2:]
+    else:
+        env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+    proc = subprocess.run([os.path.join(BIN, argv[0])] + argv[1:], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=900)
+    side = "with the plugin" if plugin else "fairseq alone"
+    assert proc.returncode == 0, f"{argv[0]} ({side}) exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
+
+
+def train_losses(log):
+    """The loss of every update, as fairseq's json log prints it."""
+    losses = []
+    for line in log.splitlines():
+        start = line.find('{"')  # fairseq's json records (its config dumps are Python reprs)
+        if start >= 0 and line.rstrip().endswith("}"):
+            record = json.loads(line[start:])
+            if "loss" in record and "num_updates" in record:
+                losses.append((int(record["num_updates"]), record["loss"]))
+    return losses
+
+
+def hypotheses(log):
+    """{sentence id: (hypothesis, positional scores)} of a fairseq-generate log."""
+    found = {}
+    for line in log.splitlines():
+        if line.startswith(("H-", "P-")):
+            key, _, rest = line.partition("\t")
+            kind, number = key.split("-", 1)
+            found.setdefault(int(number), {})[kind] = rest
+    return {k: (v["H"], v["P"]) for k, v in found.items()}
+
+
+def test_transformer_trains_and_translates_alike_with_and_without_the_plugin(multi30k_slice, tmp_path):
+    results = {}
+    for plugin in (False, True):
+        save = str(tmp_path / ("plugin" if plugin else "fairseq"))
+        log = run(["fairseq-train", multi30k_slice, "--arch", "transformer", *SMALL_MODEL_ARGS,
+                   "--share-all-embeddings", "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt",
+                   "--warmup-updates", "4", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+                   "--dropout", "0.1", "--max-tokens", "1500", "--required-batch-size-multiple", "1",
+                   "--max-update", "8", "--save-dir", save, "--no-epoch-checkpoints", "--cpu", "--no-progress-bar",
+                   "--log-format", "json", "--log-interval", "1", "--seed", "1", "--num-workers", "0"],
+                  plugin, tmp_path)
+        checkpoint = os.path.join(save, "checkpoint_last.pt")
+        translations = run(["fairseq-generate", multi30k_slice, "--path", checkpoint, "--gen-subset", "valid",
+                            "--beam", "4", "--batch-size", "64", "--max-len-a", "0", "--max-len-b", "30", "--cpu",
+                            "--num-workers", "0"], plugin, tmp_path)
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)["model"]
+        results[plugin] = train_losses(log), state, hypotheses(translations)
+
+    (losses, params, hyps), (plugin_losses, plugin_params, plugin_hyps) = results[False], results[True]
+    assert len(losses) == 8 and [u for u, _ in losses] == list(range(1, 9)), losses
+    assert plugin_losses == losses
+    assert sorted(plugin_params) == sorted(params)
+    differing = [name for name in params if not torch.equal(params[name], plugin_params[name])]
+    assert not differing, f"parameters differ after 8 updates: {differing[:5]}"
+    assert len(hyps) == 1000 and sum(bool(h) for h, _ in hyps.values()) > 900
+    assert plugin_hyps == hyps
