@@ -113,7 +113,7 @@ def RECIPES_TABLE(output, layout):
     return None if table and "\n".join(table) in readme else "the table differs from recipes/README.md's"
 
 
-# ---- README.md
+# ---- README.md and what moved from it into docs/ (usage, installation, training, results, benchmarks, gpu, demo)
 # quick start: as written on a 30-line copy of the shared Multi30k, 2 updates
 reg("fusion-prepare-text -s en -t de --trainpref $M30K/train --validpref $M30K/val --testpref $M30K/test_2016_flickr "
     "--destdir data-bin --bpe-merges 4000", "quickstart", env={"M30K": "../shared/data/multi30k"}, tiny="--bpe-merges 200",
@@ -131,6 +131,13 @@ reg("fairseq-generate data-bin --user-dir $(fusion-user-dir) --path checkpoints/
     "quickstart", tiny="--max-len-a 0 --max-len-b 4", files=["gen.out"])
 reg("fusion-score-bleu --hyp gen.out --ref $M30K/test_2016_flickr.de.gz -t de", "quickstart",
     env={"M30K": "../shared/data/multi30k"}, out=SACREBLEU)
+# examples/: the scripts a user copies first, on the slice (a binarized fairseq folder), 2 updates; the hub reads the
+# checkpoint the first one wrote
+reg("bash examples/train_translate.sh data-bin", "examples", env={"UPDATES": "2", "GEN_ARGS": "--max-len-a 0 --max-len-b 4"},
+    out=r"translations: checkpoints/transformer_lexical_shortcuts_ff/generate-test\.txt\n.*BLEU4 = \d",
+    files=["checkpoints/transformer_lexical_shortcuts_ff/checkpoint_last.pt"])
+reg('python examples/hub.py checkpoints/transformer_lexical_shortcuts_ff data-bin "A dog runs through the grass."',
+    "examples", out=r"(?m)^source: A dog runs through the grass\.\ntranslation: \S")
 reg("fusion-archs --readme README.md", "archs", out=README_TABLE_UNCHANGED)
 reg("fusion-archs ARCH", "archs", sub=[("ARCH", "transformer_surface_fusion")], out=r"--surface-fusion-lambda")
 reg("fairseq-train --user-dir $(fusion-user-dir) --arch ARCH --help", "archs", sub=[("ARCH", "transformer_surface_fusion")],
