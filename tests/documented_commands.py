@@ -164,7 +164,7 @@ reg("make install PYTHON=python3.10 VENV=DIR", "make", run="make -n -W Makefile 
 for venv in ("DIR", "/path/to/env"):
     reg(f"make install VENV={venv}", "make", run="make -n install VENV=work/env", local="installs packages: make -n",
         out=r"-m venv\s+work/env")
-reg("make bench", "make", run=f"{MAKE} -n bench", local="20 minutes: make -n (recipes/benchmark/run.sh runs below)",
+reg("make bench", "make", run=f"{MAKE} -n bench", local="9 minutes (docs/benchmarks.md): make -n (recipes/benchmark/run.sh runs below)",
     out=r"bash recipes/benchmark/run.sh")
 reg("make bench-memory", "make", run=f"{MAKE} -n bench-memory", local="every arch at base size: make -n",
     out=r"ARCHS=all SIZE=base[\s\\]+OUT=recipes/benchmark/memory_base.json bash recipes/benchmark/run.sh --memory-only --max-tokens 4096")
@@ -269,7 +269,7 @@ reg("SIZE=base OUT=recipes/benchmark/base_run.json bash recipes/benchmark/run.sh
 reg("fusion-benchmark --data demo_work/data-bin --size base --archs <the 7 below> --repeats 3 --max-tokens 1024 "
     "--warmup-updates 2 --updates 6 --decode-sentences 64", "bench", mode="parse",
     sub=[("demo_work/data-bin", "data-bin"), ("<the 7 below>", "transformer_phrase,transformer_surface_fusion")],
-    local="an hour: its arguments parsed (the same as run.sh's above)")
+    local="20 minutes: its arguments parsed (the same as run.sh's above)")
 reg("ARCHS=all SIZE=base bash recipes/benchmark/run.sh --memory-only --max-tokens 4096", "bench", mode="stub",
     env={"BIN": "data-bin"}, local=BENCH_STUB, out=r"--archs all --size base .*--memory-only --max-tokens 4096")
 reg("SIZE=base ARCHS=transformer_simplified_decoder,transformer_fine_grained_layer_attention,transformer_multilayer_attention "
