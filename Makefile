@@ -41,7 +41,7 @@ test: install
 	FUSION_DATA=$(abspath $(DATA)) $(VENV)/bin/pytest -q -n $(TEST_WORKERS) tests
 
 # the headline archs' contract tests and the CLI round trip on an older stack (Python 3.10, torch 2.1, fairseq 0.12.2's
-# omegaconf/hydra pins) in .venv-compat, built on first use (README: Tested stacks); .venv is not touched
+# omegaconf/hydra pins) in .venv-compat, built on first use (docs/installation.md: Tested stacks); .venv is not touched
 test-compat:
 	DATA=$(abspath $(DATA)) bash scripts/test_compat.sh
 
@@ -56,13 +56,13 @@ bench-memory: install
 	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH ARCHS=all SIZE=base \
 		OUT=recipes/benchmark/memory_base.json bash recipes/benchmark/run.sh --memory-only --max-tokens 4096
 
-# the GPU acceptance run (README): every arch in fp32/fp16/bf16, DDP with 2+ GPUs, the base-size benchmark, about
+# the GPU acceptance run (docs/gpu.md): every arch in fp32/fp16/bf16, DDP with 2+ GPUs, the base-size benchmark, about
 # 10 minutes on one GPU; report in work/gpu_check/report.{json,md}. Without CUDA: one line, exit 0
 .PHONY: gpu-check
 gpu-check: install
 	FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH fusion-gpu-check
 
-# the GPU speed run (README: Speed on the GPU): profile, overhead and the base-size benchmark, about 10 minutes on one
+# the GPU speed run (docs/gpu.md: Speed on the GPU): profile, overhead and the base-size benchmark, about 10 minutes on one
 # GPU; report in work/gpu_speed/report.{json,md}. Without CUDA: one line, exit 0
 .PHONY: gpu-speed
 gpu-speed: install

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make test-compat`: the plugin on an older stack than .venv's (README: Tested stacks). A second environment,
+# `make test-compat`: the plugin on an older stack than .venv's (docs/installation.md: Tested stacks). A second environment,
 # COMPAT_VENV (default .venv-compat, git-ignored; reused while its recipe is unchanged), gets another Python,
 # an older torch, fairseq-fixed built from its sdist and fairseq 0.12.2's own pins, omegaconf < 2.1 and
 # hydra-core 1.0.x; then the contract suite runs on the headline archs, with the CLI round trip and the

@@ -2,8 +2,8 @@
 runs here is tests/documented_commands.py).
 
 `extract()` yields one `Doc(source, line, text)` per documented command: shell lines of fenced and 4-space indented
-blocks (continuation lines ending in `\\` joined), inline `code` spans that start with a command, the README's hub
-python example, and the lines of the recipes' --help that start with a command. `tests/test_documented_commands.py`
+blocks (continuation lines ending in `\\` joined), inline `code` spans that start with a command, the hub
+python example of docs/usage.md, and the lines of the recipes' --help that start with a command. `tests/test_documented_commands.py`
 checks that each one is in documented_commands.REGISTRY (and each REGISTRY entry still in the docs) and runs it.
 """
 import glob
@@ -16,11 +16,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MARKDOWN = ["README.md", "ARCHITECTURE.md", "recipes/README.md"]  # + docs/*.md
 HELP_SCRIPTS = ["recipes/compare/multi30k.sh", "recipes/benchmark/run.sh"]  # + recipes/*/{prepare,train,evaluate}.sh
+PYTHON_EXAMPLES = ["docs/usage.md"]  # the hub example (python fences elsewhere are not commands a user runs as shown)
 
 # a line (or `code` span) that is a command: what a user types
 COMMAND_START = re.compile(
     r"^(?:[A-Z_]+=(?:\"[^\"]*\"|'[^']*'|\S*)\s+)*"  # leading environment assignments: SIZE=base OUT=x ...
-    r"(?:echo\s+\"[^\"]*\"\s*\|\s*)?(?:(?:fairseq-[a-z0-9-]+|fusion-[a-z0-9-]+)(?=\s|$)|make\b|bash\s+recipes/|recipes/\S+\.sh(?=\s|$)|python\s+recipes/|for\s+\w+\s+in\b|torchrun\b|sacrebleu\b)")
+    r"(?:echo\s+\"[^\"]*\"\s*\|\s*)?(?:(?:fairseq-[a-z0-9-]+|fusion-[a-z0-9-]+)(?=\s|$)|make\b|bash\s+(?:recipes|examples)/|recipes/\S+\.sh(?=\s|$)|python\s+(?:recipes|examples)/|for\s+\w+\s+in\b|torchrun\b|sacrebleu\b)")
 SHELL_FENCES = ("", "bash", "sh", "shell", "console")
 
 
@@ -98,7 +99,7 @@ def markdown_commands(source, text):
                 i += 1
             if lang in SHELL_FENCES:
                 docs += _block_commands(source, body)
-            elif lang == "python" and source == "README.md":
+            elif lang == "python" and source in PYTHON_EXAMPLES:
                 docs.append(Doc(source, body[0][0], "\n".join(l for _, l in body), kind="python"))
             i += 1
             continue

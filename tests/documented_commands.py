@@ -113,7 +113,7 @@ def RECIPES_TABLE(output, layout):
     return None if table and "\n".join(table) in readme else "the table differs from recipes/README.md's"
 
 
-# ---- README.md
+# ---- README.md and what moved from it into docs/ (usage, installation, training, results, benchmarks, gpu, demo)
 # quick start: as written on a 30-line copy of the shared Multi30k, 2 updates
 reg("fusion-prepare-text -s en -t de --trainpref $M30K/train --validpref $M30K/val --testpref $M30K/test_2016_flickr "
     "--destdir data-bin --bpe-merges 4000", "quickstart", env={"M30K": "../shared/data/multi30k"}, tiny="--bpe-merges 200",
@@ -131,6 +131,13 @@ reg("fairseq-generate data-bin --user-dir $(fusion-user-dir) --path checkpoints/
     "quickstart", tiny="--max-len-a 0 --max-len-b 4", files=["gen.out"])
 reg("fusion-score-bleu --hyp gen.out --ref $M30K/test_2016_flickr.de.gz -t de", "quickstart",
     env={"M30K": "../shared/data/multi30k"}, out=SACREBLEU)
+# examples/: the scripts a user copies first, on the slice (a binarized fairseq folder), 2 updates; the hub reads the
+# checkpoint the first one wrote
+reg("bash examples/train_translate.sh data-bin", "examples", env={"UPDATES": "2", "GEN_ARGS": "--max-len-a 0 --max-len-b 4"},
+    out=r"translations: checkpoints/transformer_lexical_shortcuts_ff/generate-test\.txt\n.*BLEU4 = \d",
+    files=["checkpoints/transformer_lexical_shortcuts_ff/checkpoint_last.pt"])
+reg('python examples/hub.py checkpoints/transformer_lexical_shortcuts_ff data-bin "A dog runs through the grass."',
+    "examples", out=r"(?m)^source: A dog runs through the grass\.\ntranslation: \S")
 reg("fusion-archs --readme README.md", "archs", out=README_TABLE_UNCHANGED)
 reg("fusion-archs ARCH", "archs", sub=[("ARCH", "transformer_surface_fusion")], out=r"--surface-fusion-lambda")
 reg("fairseq-train --user-dir $(fusion-user-dir) --arch ARCH --help", "archs", sub=[("ARCH", "transformer_surface_fusion")],
@@ -157,7 +164,7 @@ reg("make install PYTHON=python3.10 VENV=DIR", "make", run="make -n -W Makefile 
 for venv in ("DIR", "/path/to/env"):
     reg(f"make install VENV={venv}", "make", run="make -n install VENV=work/env", local="installs packages: make -n",
         out=r"-m venv\s+work/env")
-reg("make bench", "make", run=f"{MAKE} -n bench", local="20 minutes: make -n (recipes/benchmark/run.sh runs below)",
+reg("make bench", "make", run=f"{MAKE} -n bench", local="9 minutes (docs/benchmarks.md): make -n (recipes/benchmark/run.sh runs below)",
     out=r"bash recipes/benchmark/run.sh")
 reg("make bench-memory", "make", run=f"{MAKE} -n bench-memory", local="every arch at base size: make -n",
     out=r"ARCHS=all SIZE=base[\s\\]+OUT=recipes/benchmark/memory_base.json bash recipes/benchmark/run.sh --memory-only --max-tokens 4096")
@@ -262,7 +269,7 @@ reg("SIZE=base OUT=recipes/benchmark/base_run.json bash recipes/benchmark/run.sh
 reg("fusion-benchmark --data demo_work/data-bin --size base --archs <the 7 below> --repeats 3 --max-tokens 1024 "
     "--warmup-updates 2 --updates 6 --decode-sentences 64", "bench", mode="parse",
     sub=[("demo_work/data-bin", "data-bin"), ("<the 7 below>", "transformer_phrase,transformer_surface_fusion")],
-    local="an hour: its arguments parsed (the same as run.sh's above)")
+    local="20 minutes: its arguments parsed (the same as run.sh's above)")
 reg("ARCHS=all SIZE=base bash recipes/benchmark/run.sh --memory-only --max-tokens 4096", "bench", mode="stub",
     env={"BIN": "data-bin"}, local=BENCH_STUB, out=r"--archs all --size base .*--memory-only --max-tokens 4096")
 reg("SIZE=base ARCHS=transformer_simplified_decoder,transformer_fine_grained_layer_attention,transformer_multilayer_attention "

@@ -149,3 +149,63 @@ def test_technique_table_names_functions_that_exist():
             if name not in defined_names(fh.read()):
                 missing.append(f"{path}:{name}: not defined there")
     assert not missing, "\n".join(missing)
+
+
+# ---- relative links: [text](path#anchor) in the markdown resolves to a file and, with #anchor, to one of its headings
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+INLINE_CODE = re.compile(r"`[^`]*`")
+
+
+def heading_anchors(text):
+    """GitHub's anchors of a markdown text's headings: lower case, punctuation dropped, spaces to hyphens, repeats -1."""
+    anchors, seen, in_fence = set(), {}, False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+        elif not in_fence and HEADING.match(line):
+            slug = re.sub(r"[^\w\- ]", "", line.lstrip().lstrip("#").strip().lower()).replace(" ", "-")
+            anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def broken_links(source, text, exists, read):
+    """(line number, link, why) for each relative link of ``source`` (a repo-relative path) that does not resolve;
+    ``exists(path)`` and ``read(path)`` see the repository."""
+    found, in_fence = [], False
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        for target in LINK.findall(INLINE_CODE.sub("", line)):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            full = os.path.normpath(os.path.join(os.path.dirname(source), path)) if path else source
+            if not exists(full):
+                found.append((n, target, f"no file {full}"))
+            elif anchor and full.endswith(".md") and anchor not in heading_anchors(read(full)):
+                found.append((n, target, f"no heading #{anchor} in {full}"))
+    return found
+
+
+def test_link_checker_catches_missing_files_and_anchors():
+    files = {"README.md": "# Top\n## Quick start, in detail\n", "docs/a.md": "# A\n## Tests\n## Tests\n"}
+    text = ("[ok](docs/a.md#tests-1) [ok](#quick-start-in-detail) [web](https://x.org/y) `[code](nowhere.md)`\n"
+            "[gone](docs/b.md) [anchor](docs/a.md#nope)\n```\n[fenced](nowhere.md)\n```\n")
+    found = broken_links("README.md", text, files.__contains__, files.__getitem__)
+    assert [(n, t) for n, t, _ in found] == [(2, "docs/b.md"), (2, "docs/a.md#nope")]
+
+
+def test_relative_links_of_readme_and_docs_resolve():
+    files = [f for f in markdown_files() if f == "README.md" or f.startswith("docs/")]
+    assert "README.md" in files and len(files) > 5
+
+    def read(path):
+        with open(os.path.join(REPO, path), encoding="utf-8") as fh:
+            return fh.read()
+    bad = [f"{f}:{n}: {target}: {why}" for f in files
+           for n, target, why in broken_links(f, read(f), lambda p: os.path.exists(os.path.join(REPO, p)), read)]
+    assert not bad, "\n".join(bad)

@@ -23,8 +23,8 @@ if [ ! -e "$BIN/.done" ] && [ ! -e "$BIN/prepare.json" ]; then  # fusion-prepare
     --testpref "$DATA/multi30k/test_2016_flickr" --destdir "$BIN" --bpe-merges 4000
   touch "$BIN/.done"
 fi
-# work per run (flags given after these win): small fits `make bench` in about 20 minutes on 2 CPU cores;
-# base is the documented setting (about an hour there; the README's table)
+# work per run (flags given after these win): small is `make bench`, 9 minutes on the project's 2-core VM; base is
+# the documented setting, 20 minutes there (2026-11-24; docs/benchmarks.md's tables)
 case "$SIZE" in
   small) WORK=(--warmup-updates 3 --updates 12 --decode-sentences 128) ;;
   base) WORK=(--max-tokens 1024 --warmup-updates 2 --updates 6 --decode-sentences 64) ;;
