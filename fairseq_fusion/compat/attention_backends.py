@@ -3,7 +3,7 @@
 fairseq's ``MultiheadAttention`` trains through ``F.multi_head_attention_forward``, which calls
 ``scaled_dot_product_attention`` with the padding mask as ``attn_mask``. For fp16/bf16 with a mask, torch's
 dispatcher may choose cuDNN's attention, and cuDNN builds an execution plan for every new (batch, length) shape:
-translation batches change shape nearly every step, so every step pays it (README: Speed on the GPU has the
+translation batches change shape nearly every step, so every step pays it (docs/gpu.md: "Speed on the GPU" has the
 profile and the measured cost). The plugin turns cuDNN's attention off (``torch.backends.cuda.enable_cudnn_sdp``),
 for every process that loads it: fairseq's own ``transformer`` too, so comparisons stay fair. torch then takes
 flash or memory-efficient attention, which need no plan. ``FUSION_CUDNN_ATTENTION=1`` keeps torch's default.

@@ -13,7 +13,7 @@ bug is in fairseq's main branch too).
   what the CUDA extension reads.
 - ``FP16Optimizer.build_optimizer`` never flattens the fp32 master copy under ``--bf16`` ("faster on TPUs"), so on a
   GPU fairseq's Adam and the gradient norm loop over every parameter: 3940 kernel launches per base-size step against
-  1660 with ``--fp16``, 117 against 95 ms per step on an H100 (README: Speed on the GPU). On CUDA we flatten it as
+  1660 with ``--fp16``, 117 against 95 ms per step on an H100 (docs/gpu.md). On CUDA we flatten it as
   ``--fp16`` does (``--fp16-no-flatten-grads`` still turns it off; ``--tpu`` keeps fairseq's choice): the same
   elementwise updates, on one tensor. An optimizer without flat-parameter support keeps the per-parameter copy.
 - ``DiverseBeamSearch.step`` keeps its groups' token overlap in one row per sentence of the batch (built at step 0 in

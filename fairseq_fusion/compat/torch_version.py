@@ -1,4 +1,4 @@
-"""The oldest torch the plugin is tested with (README: Tested stacks; `make test-compat`).
+"""The oldest torch the plugin is tested with (docs/installation.md: Tested stacks; `make test-compat`).
 
 torch is not in pyproject.toml's dependencies (a declared torch would let pip replace the user's own torch,
 or pull a CUDA build of several GB into an environment without one), so the floor is checked here, at
@@ -19,4 +19,4 @@ def check_torch(version=None):
     if found < TORCH_FLOOR:
         floor = ".".join(map(str, TORCH_FLOOR))
         raise FusionError(f"torch {version} is installed; fairseq-fusion needs torch >= {floor} (the oldest tested, "
-                          "see README: Tested stacks)")
+                          "see docs/installation.md: Tested stacks)")
