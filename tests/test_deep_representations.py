@@ -698,6 +698,25 @@ def test_init_from_vanilla_loads_every_vanilla_parameter(multi30k_slice, vanilla
         task.build_model(args)
 
 
+def test_init_from_vanilla_of_other_dictionaries_names_them(multi30k_slice, vanilla_checkpoint, tmp_path):
+    """A vanilla checkpoint trained with another vocabulary: one line naming the embeddings and the dictionaries."""
+    from fairseq import tasks
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(multi30k_slice, other)
+    for lang in ("en", "de"):
+        with open(other / f"dict.{lang}.txt", "a") as f:
+            f.write("anotherword 1\n")
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(other), "--arch", "transformer_hierarchical_aggregation", "--share-all-embeddings",
+        "--init-from-vanilla", vanilla_checkpoint, *SMALL_MODEL_ARGS])
+    with pytest.raises(ValueError) as refused:
+        tasks.setup_task(args).build_model(args)
+    assert "embed_tokens.weight has shape" in str(refused.value) and "and dictionaries" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
 def test_init_from_vanilla_cli_and_exploitation_heatmap(multi30k_slice, vanilla_checkpoint, tmp_path):
     save = str(tmp_path / "hier")
     cmd = train_args(multi30k_slice, save, arch="transformer_hierarchical_aggregation", max_update=2,
