@@ -64,7 +64,7 @@ def test_a_killed_holder_frees_the_folder(multi30k_slice, tmp_path):
     """A real process holds the lock (what is tested: the kernel frees it when the process is killed)."""
     folder = str(tmp_path / "ck")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom fairseq_fusion import save_dir_lock\n"
+        [sys.executable, "-c", "import sys, time\nfrom fairseq_fusion.guards import save_dir_lock\n"
          "save_dir_lock.acquire(sys.argv[1])\nprint('held', flush=True)\ntime.sleep(600)", folder],
         stdout=subprocess.PIPE, text=True, cwd=REPO,
         env=dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])))

@@ -116,7 +116,7 @@ def _named_split(load_dataset):
 
 
 def _plugin_by_any_path(import_user_module):
-    plugin = os.path.dirname(os.path.realpath(__file__))
+    plugin = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # fairseq_fusion/, above guards/
 
     @functools.wraps(import_user_module)
     def wrapper(args):
