@@ -314,7 +314,7 @@ def tested_checkpoint(run_dir, select):
 def evaluate(args, run_dir, subset, select):
     """sacreBLEU (detokenized, signature) and tokenized BLEU of the run's ``select`` checkpoint on ``subset``."""
     from .analysis import evaluation
-    from .cli._tools import console_script
+    from .console_scripts import console_script
 
     out = os.path.join(run_dir, "eval", f"{subset}.{select}")
     if os.path.exists(out + ".json"):
@@ -466,7 +466,7 @@ def results_figure(rows, subsets, title):
     table's Δ, each seed's sacreBLEU minus its baseline's under the row's checkpoint selection (a filled dot: p < 0.05),
     and the mean over seeds as a bar; per (system, subset) the line of all seeds has the gid "SYSTEM SUBSET", that of
     the filled ones "SYSTEM SUBSET p<0.05" (the level SIGNIFICANT)."""
-    from .analysis.common import figure_title, new_figure
+    from .outputs import figure_title, new_figure
 
     fig, (ax, ax_delta) = new_figure(2, 1, sharex=True, figsize=(max(5.0, 1.0 + 0.9 * len(rows)), 6.4))
     width = 0.8 / len(subsets)
@@ -642,7 +642,7 @@ def record_command(run_dir, portable):
 def run_one(args, system, seed, label, progress=True):
     """Train (or continue, or reuse) one run; returns its train summary. ``progress``: a progress bar (one run at
     a time)."""
-    from .cli._tools import console_script
+    from .console_scripts import console_script
 
     run_dir = run_dir_of(args, system, seed)
     done = os.path.join(run_dir, "train.json")

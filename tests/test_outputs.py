@@ -29,7 +29,7 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
     from matplotlib.artist import Artist
 
-    from fairseq_fusion_tools.analysis.common import new_figure
+    from fairseq_fusion_tools.outputs import new_figure
 
     class CtrlC(Artist):  # drawn after matplotlib has started writing the SVG file
         def draw(self, renderer):
@@ -46,7 +46,7 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
 
 def test_a_complete_write_replaces_with_the_usual_permissions(tmp_path):
-    from fairseq_fusion_tools.analysis.common import new_figure, write_outputs
+    from fairseq_fusion_tools.outputs import new_figure, write_outputs
 
     fig, ax = new_figure()
     ax.plot([1, 2], [3, 4])
@@ -76,7 +76,7 @@ def _holder(path):
 
 
 def test_a_held_lock_refuses_and_a_killed_holder_frees_it(tmp_path):
-    from fairseq_fusion_tools.analysis.common import locked
+    from fairseq_fusion_tools.outputs import locked
 
     class Args:
         out = str(tmp_path / "OUT")

@@ -33,7 +33,7 @@ def close_figures():
 
 def test_overlap_check_finds_overlapping_titles():
     """The helper itself: two panel titles too long for their panels collide; the same figure with short ones does not."""
-    from fairseq_fusion_tools.analysis.common import new_figure
+    from fairseq_fusion_tools.outputs import new_figure
 
     fig, axes = new_figure(1, 2, figsize=(4, 2), layout=None)
     for ax in axes:
@@ -160,7 +160,7 @@ def test_embedding_similarity_plot():
 
 def test_exploitation_plot():
     from fairseq_fusion_tools.analysis import exploitation
-    from fairseq_fusion_tools.analysis.common import new_figure
+    from fairseq_fusion_tools.outputs import new_figure
 
     nodes = [f"Ĥ^{l}" for l in range(2, 7)]
     result = {f"{side}: iterative aggregation": {
@@ -174,7 +174,7 @@ def test_exploitation_na_cells_apart_from_zero():
     aggregation: node Ĥ^2 reads H^1, H^2 (score 0.0 for H^1) but not H^3. The n/a cell is labelled n/a, hatched, and
     its rendered colour is far from that of the 0.0 cell (and from 1.0's)."""
     from fairseq_fusion_tools.analysis import exploitation
-    from fairseq_fusion_tools.analysis.common import new_figure
+    from fairseq_fusion_tools.outputs import new_figure
 
     nodes = ["Ĥ^2", "Ĥ^3"]
     result = {"encoder: hierarchical aggregation": {"nodes": nodes, "inputs": ["H^1", "H^2", "H^3"], "scores": {
@@ -295,10 +295,11 @@ def test_layer_masking_plot():
 
 def test_saved_png_is_the_checked_figure(tmp_path):
     """write_outputs saves the figure as built (constrained layout, title kept): the PNG is not blank or cut."""
-    from fairseq_fusion_tools.analysis import common, lexical_similarity
+    from fairseq_fusion_tools import outputs
+    from fairseq_fusion_tools.analysis import lexical_similarity
 
     result = {side: {ref: values(6) for ref in lexical_similarity.REFERENCES} for side in ("encoder", "decoder")}
-    common.write_outputs(str(tmp_path / "sim"), {"x": 1}, lexical_similarity.plot(result, f"of {CKPT}"))
+    outputs.write_outputs(str(tmp_path / "sim"), {"x": 1}, lexical_similarity.plot(result, f"of {CKPT}"))
     import matplotlib.image
 
     image = matplotlib.image.imread(os.path.join(tmp_path, "sim.png"))

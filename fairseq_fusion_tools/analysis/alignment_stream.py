@@ -173,7 +173,7 @@ def _checked(pairs, gold):
 
 def plot(entries, title=""):
     """AER (a) and C<=i (b) by decoder layer, one line per checkpoint (Figs. 4-7 overlaid)."""
-    from .common import checkpoint_styles, figure_title, new_figure
+    from ..outputs import checkpoint_styles, figure_title, new_figure
 
     with_aer = all("aer" in r for e in entries for r in e["layers"])
     fig, axes = new_figure(1, 2 if with_aer else 1, figsize=(9 if with_aer else 4.8, 3.4), squeeze=False)

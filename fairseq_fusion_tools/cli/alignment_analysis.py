@@ -18,7 +18,8 @@ import os
 
 from ..analysis import alignment
 from ..analysis import alignment_stream as stream
-from ..analysis.common import add_checkpoint_args, add_sentences_arg, load_model, locked, write_outputs
+from ..analysis.common import add_checkpoint_args, add_sentences_arg, load_model
+from ..outputs import locked, write_outputs
 from ._tools import description_of
 from fairseq_fusion_tools.user_files import fail
 

@@ -9,7 +9,9 @@ on the embedding layer. Several checkpoints can be compared (Fig. 4: vanilla vs 
 import argparse
 import ast
 
-from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
+from ..analysis.common import add_checkpoint_args, load_model
+
+from ..outputs import figure_title, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import expressivity_curves
 from ._tools import description_of
 from fairseq_fusion_tools.user_files import fail

@@ -8,7 +8,8 @@ import argparse
 import ast
 
 from ..analysis import lexical_similarity as sim
-from ..analysis.common import add_common_args, load_model, locked, write_outputs
+from ..analysis.common import add_common_args, load_model
+from ..outputs import locked, write_outputs
 from ._tools import description_of
 
 

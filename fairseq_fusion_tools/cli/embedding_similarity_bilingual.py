@@ -13,7 +13,9 @@ pairs whose words are not single vocabulary entries of the model are left out (c
 import argparse
 import ast
 
-from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
+from ..analysis.common import add_checkpoint_args, load_model
+
+from ..outputs import figure_title, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import bilingual_similarity, dictionary_from_alignments, read_dictionary
 from ._tools import description_of
 from fairseq_fusion_tools.user_files import fail

@@ -19,7 +19,8 @@ import torch
 
 from ..analysis import information_batches as data
 from ..analysis import information_probe as probe
-from ..analysis.common import add_checkpoint_args, add_sentences_arg, load_model, locked, write_outputs
+from ..analysis.common import add_checkpoint_args, add_sentences_arg, load_model
+from ..outputs import locked, write_outputs
 from ._tools import description_of
 from fairseq_fusion_tools.user_files import fail
 

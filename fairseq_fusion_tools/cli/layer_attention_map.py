@@ -6,7 +6,9 @@ encoder layers (Liu et al. 2021, Fig. 1), weights averaged over the dimensions.
 import argparse
 import ast
 
-from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, technique_of, write_outputs
+from ..analysis.common import add_checkpoint_args, load_model, technique_of
+
+from ..outputs import figure_title, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import layer_attention_matrix
 from ._tools import description_of
 

@@ -23,7 +23,9 @@ import dataclasses
 
 from fairseq.dataclass.configs import GenerationConfig
 
-from ..analysis.common import add_common_args, figure_title, locked, new_figure, technique_of, write_outputs
+from ..analysis.common import add_common_args, technique_of
+
+from ..outputs import figure_title, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import TRANSLATION_GENERATION, generation_args, masking_sweep
 from ..analysis.metrics import get_metric, known_metrics
 from ._tools import add_generation_args, description_of

@@ -19,7 +19,8 @@ import shutil
 import tempfile
 
 from ..analysis import lexical_probe as probe
-from ..analysis.common import add_common_args, check_split, load_model, locked, write_outputs
+from ..analysis.common import add_common_args, check_split, load_model
+from ..outputs import locked, write_outputs
 from ..analysis.lexical_pos import PositionCategories
 from ..analysis.lexical_store import StateStore
 from ._tools import description_of

@@ -14,7 +14,8 @@ import ast
 import os
 
 from ..analysis import lexical_gates as gates
-from ..analysis.common import add_common_args, load_model, locked, technique_of, write_outputs
+from ..analysis.common import add_common_args, load_model, technique_of
+from ..outputs import locked, write_outputs
 from ._tools import description_of
 
 
