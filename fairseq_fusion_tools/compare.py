@@ -4,7 +4,7 @@ Every run is ``fairseq-train`` (``--user-dir`` this plugin) with identical setti
 arch and flags, and its seed; the budget is equal for all: ``--max-update`` updates, or ``--max-minutes``
 of training on the same machine (fairseq's ``--stop-time-hours``), per stage. Each finished run is
 evaluated on the test subsets with ``fairseq-generate`` (one beam for all), detokenized with Moses and
-scored with sacreBLEU (signature kept) and tokenized BLEU (``analysis.evaluation.score``); each system is
+scored with sacreBLEU (signature kept) and tokenized BLEU (``scoring.evaluation.score``); each system is
 tested against the baseline seed by seed with sacreBLEU's paired bootstrap (the same seed's baseline run
 under the same protocol, same test set).
 
@@ -313,7 +313,7 @@ def tested_checkpoint(run_dir, select):
 
 def evaluate(args, run_dir, subset, select):
     """sacreBLEU (detokenized, signature) and tokenized BLEU of the run's ``select`` checkpoint on ``subset``."""
-    from .analysis import evaluation
+    from .scoring import evaluation
     from .console_scripts import console_script
 
     out = os.path.join(run_dir, "eval", f"{subset}.{select}")
@@ -340,7 +340,7 @@ def evaluate(args, run_dir, subset, select):
 def bootstrap(args, run_dir, base_dir, subset, base_name, select):
     """sacreBLEU's paired bootstrap of this run against the baseline run of the same seed on ``subset``, both
     tested with the checkpoint ``select`` chooses (cached)."""
-    from .analysis import evaluation
+    from .scoring import evaluation
 
     out = os.path.join(run_dir, "eval", f"{subset}.{select}.vs_{base_name}.json")
     if os.path.exists(out):

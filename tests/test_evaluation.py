@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from fairseq_fusion_tools import data_paths
-from fairseq_fusion_tools.analysis import evaluation
+from fairseq_fusion_tools.scoring import evaluation
 
 from conftest import BIN
 

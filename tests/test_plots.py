@@ -225,7 +225,7 @@ def test_contrastive_translate_plot(suite):
 
 
 def test_bleu_by_length_plot():
-    from fairseq_fusion_tools.analysis import evaluation
+    from fairseq_fusion_tools.scoring import evaluation
 
     result = {"buckets": ["(0,15]", "(15,30]", "(30,45]", ">45"], "sentences": [1200, 1300, 400, 100],
               "bleu": {"transformer": values(4, 20, 30), "lexical shortcuts": values(4, 20, 30)}}

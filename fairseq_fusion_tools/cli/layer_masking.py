@@ -8,7 +8,7 @@ fairseq's generator: every ``fairseq-generate`` generation option (``--beam``, `
 ``--min-len``, ``--no-repeat-ngram-size``, ``--max-len-a/b``, ...) is accepted, and
 ``--post-process`` / ``--bpe gpt2`` turn the output back into text. ``--metric``: bleu
 (tokenized BLEU on the post-processed text, the paper's metric for translation), sacrebleu, chrf,
-or a metric a task registered (``fairseq_fusion_tools/analysis/metrics.py``).
+or a metric a task registered (``fairseq_fusion_tools/scoring/metrics.py``).
 
   # translation (the paper: beam 4)
   fusion-layer-masking --path ckpt/checkpoint_best.pt --data data-bin/multi30k --split test --out results/masking
@@ -27,7 +27,7 @@ from ..analysis.common import add_common_args, technique_of
 
 from ..outputs import figure_title, locked, new_figure, write_outputs
 from ..analysis.layer_fusion import TRANSLATION_GENERATION, generation_args, masking_sweep
-from ..analysis.metrics import get_metric, known_metrics
+from ..scoring.metrics import get_metric, known_metrics
 from ._tools import add_generation_args, description_of
 from fairseq_fusion_tools.user_files import fail
 

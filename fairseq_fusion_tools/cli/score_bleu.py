@@ -4,7 +4,7 @@ The hypothesis is a ``fairseq-generate`` log (``--hyp-format generate``, BPE rem
 line, fairseq's score of subword units, is named as not the result), Moses-
 tokenized text (``tok``: detokenized here) or plain text (``detok``). The reference is raw text.
 Tokenized BLEU re-tokenizes both sides with the Moses tokenizer and splits compounds (de, fr)
-or Chinese characters (zh), as the papers did (see ``fairseq_fusion_tools.analysis.evaluation``).
+or Chinese characters (zh), as the papers did (see ``fairseq_fusion_tools.scoring.evaluation``).
 """
 import argparse
 import os

@@ -1,6 +1,6 @@
 """fusion-score-m2: precision, recall and F0.5 of grammatical error corrections with the MaxMatch (M2) scorer.
 
-The official NUS scorer's algorithm (Dahlmeier & Ng 2012; ``analysis/m2.py``), the metric of Liu et
+The official NUS scorer's algorithm (Dahlmeier & Ng 2012; ``scoring/m2.py``), the metric of Liu et
 al. 2021 on CoNLL-2014. The corrections are a ``fairseq-generate`` log (``--hyp-format generate``:
 the ``H-`` lines with BPE removed, in sentence-id order) or one sentence per line (``text``), tokenized
 as the gold file's ``S`` lines. Writes OUT.json (P, R, F and the edit counts).
@@ -8,7 +8,7 @@ as the gold file's ``S`` lines. Writes OUT.json (P, R, F and the edit counts).
 import argparse
 
 from ..analysis import common, evaluation
-from ..analysis.m2 import M2FormatError, score_m2
+from ..scoring.m2 import M2FormatError, score_m2
 from ._tools import description_of
 from fairseq_fusion_tools.user_files import fail
 

@@ -4,14 +4,14 @@ The summaries are a ``fairseq-generate`` log (``--hyp-format generate``: the det
 when generation decoded a BPE such as GPT-2's, else the ``H-`` lines with BPE removed) or one
 summary per line (``text``). References: one summary per line, its sentences separated by ``<q>``
 (See et al.'s format). Hypothesis sentences are split after ., ! or ? followed by a space, for
-ROUGE-L's summary-level LCS (``analysis/rouge.py``, a port of the Perl script: its Porter stemmer,
+ROUGE-L's summary-level LCS (``scoring/rouge.py``, a port of the Perl script: its Porter stemmer,
 WordNet exceptions and bootstrap average). Writes OUT.json (F, P, R of each, x100).
 """
 import argparse
 import re
 
 from ..analysis import common, evaluation
-from ..analysis.rouge import rouge_scores
+from ..scoring.rouge import rouge_scores
 from ._tools import description_of
 from fairseq_fusion_tools.user_files import fail
 
