@@ -234,7 +234,7 @@ def test_bleu_by_length_plot():
 
 
 def test_training_curve_plot():
-    from fairseq_fusion_tools.cli import training_curve
+    from fairseq_fusion_tools.scoring import training_curve
 
     curves = {label: [{"num_updates": u, "bleu": b, "loss": 5.0, "nll_loss": 4.0, "ppl": 16.0}
                       for u, b in zip(range(1000, 11000, 1000), values(10, 10, 30))] for label in ("hier", "vanilla")}
