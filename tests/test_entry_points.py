@@ -205,7 +205,8 @@ def test_parse_model_spans_change_the_translation_scores(checkpoints, multi30k_s
 
 
 def test_contrastive_scoring_with_parse_tree_phrases(checkpoints, multi30k_slice, trees_file, tmp_path):
-    from fairseq_fusion_tools.cli import contrastive_score
+    from fairseq_fusion_tools.cli import contrastive_score as contrastive_score_cli
+    from fairseq_fusion_tools.analysis import contrastive_score
 
     suite = tmp_path / "suite"
     suite.mkdir()
@@ -213,7 +214,7 @@ def test_contrastive_scoring_with_parse_tree_phrases(checkpoints, multi30k_slice
     (suite / "tgt.correct.de").write_text("Ein Mann .\nEin Mädchen .\n")
     (suite / "tgt.incorrect.de").write_text("Eine Mann .\nEin Mädchens .\n")
     out = str(tmp_path / "contrastive")
-    args = contrastive_score.get_parser().parse_args([
+    args = contrastive_score_cli.get_parser().parse_args([
         "--path", checkpoints[PARSE], "--data", multi30k_slice, "--suite", str(suite), "--out", out, "--cpu",
         "--phrase-trees", trees_file, "--phrase-fallback", "error"])
     contrastive_score.main(args)

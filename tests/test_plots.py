@@ -116,7 +116,7 @@ def test_lexical_gates_encoder_only_model():
 def layer_plots(layers):
     """Every figure with a layer axis, drawn for a model of ``layers`` layers."""
     from fairseq_fusion_tools.analysis import alignment_stream, information_probe, lexical_gates, lexical_probe, lexical_similarity
-    from fairseq_fusion_tools.cli import layer_attention_map
+    from fairseq_fusion_tools.analysis import layer_attention_map
 
     cats = ("NOUN", "VERB")
     probe = {side: {"accuracy": values(layers + 1), "accuracy_by_frequency_bin": [values(10) for _ in range(layers + 1)],
@@ -256,7 +256,7 @@ def test_compare_plot():
 
 
 def test_embedding_expressivity_plot():
-    from fairseq_fusion_tools.cli import embedding_expressivity
+    from fairseq_fusion_tools.analysis import embedding_expressivity
 
     models = [{"path": p, "label": label, "curves": {"all": sorted(values(256, -6, 0), reverse=True),
                                                    "random half": sorted(values(128, -6, 0), reverse=True)}}
@@ -265,7 +265,7 @@ def test_embedding_expressivity_plot():
 
 
 def test_embedding_similarity_bilingual_plot():
-    from fairseq_fusion_tools.cli import embedding_similarity_bilingual
+    from fairseq_fusion_tools.analysis import embedding_similarity_bilingual
 
     results = [{"path": p, "label": label, "all": 0.3, "non_shared": 0.2}
                for p, label in ((CKPT, "SurfaceFusion"), (CKPT2, "Vanilla"))]
@@ -273,7 +273,7 @@ def test_embedding_similarity_bilingual_plot():
 
 
 def test_layer_attention_map_plot():
-    from fairseq_fusion_tools.cli import layer_attention_map
+    from fairseq_fusion_tools.analysis import layer_attention_map
 
     matrix = torch.softmax(torch.randn(6, 7, generator=torch.Generator().manual_seed(1)), -1)
     assert_readable(layer_attention_map.plot(matrix, CKPT), CKPT)
@@ -282,7 +282,7 @@ def test_layer_attention_map_plot():
 def test_layer_masking_plot():
     """The relative changes are drawn from the unmasked model: its score and length are stated (the user's report: the
     baseline BLEU was nowhere in the figure)."""
-    from fairseq_fusion_tools.cli import layer_masking
+    from fairseq_fusion_tools.analysis import layer_masking
 
     results = [{"masked_layer": n, "score_change": s, "length_change": c}
                for n, s, c in zip(range(7), values(7, -50, 5), values(7, -20, 20))]

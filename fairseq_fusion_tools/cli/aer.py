@@ -6,8 +6,8 @@ Prints AER, precision, recall (percent) and the number of distinct hypothesis li
 """
 import argparse
 
-from ._tools import description_of
 from ..scoring import aer
+from ._tools import description_of
 
 
 def get_parser():

@@ -5,10 +5,10 @@ Systems are given as NAME=FILE (detokenized text, or fairseq-generate logs with
 """
 import argparse
 
-from ..analysis import evaluation
-from ._tools import description_of
-from ..scoring import bleu_by_length
 from .. import outputs
+from ..analysis import evaluation
+from ..scoring import bleu_by_length
+from ._tools import description_of
 
 
 def get_parser():

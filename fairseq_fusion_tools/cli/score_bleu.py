@@ -8,9 +8,9 @@ or Chinese characters (zh), as the papers did (see ``fairseq_fusion_tools.scorin
 """
 import argparse
 
-from ._tools import description_of
-from ..scoring import score_bleu as scorer
 from .. import outputs
+from ..scoring import score_bleu as scorer
+from ._tools import description_of
 
 
 def get_parser():

@@ -7,9 +7,9 @@ as the gold file's ``S`` lines. Writes OUT.json (P, R, F and the edit counts).
 """
 import argparse
 
-from ._tools import description_of
-from ..scoring import score_m2 as scorer
 from .. import outputs
+from ..scoring import score_m2 as scorer
+from ._tools import description_of
 
 
 def get_parser():

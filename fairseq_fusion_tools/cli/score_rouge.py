@@ -9,9 +9,9 @@ WordNet exceptions and bootstrap average). Writes OUT.json (F, P, R of each, x10
 """
 import argparse
 
-from ._tools import description_of
-from ..scoring import score_rouge as scorer
 from .. import outputs
+from ..scoring import score_rouge as scorer
+from ._tools import description_of
 
 
 def get_parser():

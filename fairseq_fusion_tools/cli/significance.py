@@ -6,9 +6,9 @@ the 95% confidence interval and the p-value of each system against the baseline;
 """
 import argparse
 
-from ._tools import description_of
-from ..scoring import significance
 from .. import outputs
+from ..scoring import significance
+from ._tools import description_of
 
 
 def get_parser():

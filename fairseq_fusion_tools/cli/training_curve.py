@@ -8,9 +8,9 @@ Fig. 5: validation BLEU during training; ``train.sh --eval-bleu`` logs it). Writ
 """
 import argparse
 
-from ._tools import description_of
-from ..scoring import training_curve
 from .. import outputs
+from ..scoring import training_curve
+from ._tools import description_of
 
 
 def get_parser():
