@@ -12,7 +12,7 @@ from fairseq import checkpoint_utils
 from fairseq.models.transformer import TransformerModel
 
 from fairseq_fusion_tools import data_paths
-from fairseq_fusion_tools.cli.average_checkpoints import average_checkpoints
+from fairseq_fusion_tools.checkpoints.average_checkpoints import average_checkpoints
 from fairseq_fusion.models import FusionTransformerModel
 
 
