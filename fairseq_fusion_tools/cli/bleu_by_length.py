@@ -6,8 +6,8 @@ Systems are given as NAME=FILE (detokenized text, or fairseq-generate logs with
 import argparse
 
 from .. import outputs
-from ..analysis import evaluation
 from ..scoring import bleu_by_length
+from ..scoring import evaluation
 from ._tools import description_of
 
 
