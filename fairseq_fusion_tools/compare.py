@@ -301,7 +301,7 @@ def tested_checkpoint(run_dir, select):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path} not found (fairseq-train writes checkpoint_best.pt when it validates)")
         return path
-    from .cli import average_checkpoints
+    from .checkpoints import average_checkpoints
 
     out = os.path.join(run_dir, "eval", select + ".pt")
     if not os.path.exists(out):

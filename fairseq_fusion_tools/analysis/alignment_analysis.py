@@ -1,4 +1,6 @@
-"""fusion-alignment-analysis's run: each checkpoint's attention aligned and scored (AER, cumulative coverage), the figure."""
+"""fusion-alignment-analysis's run: each checkpoint's attention aligned and scored (AER, cumulative coverage), the
+figure.
+"""
 import ast
 import itertools
 import os

@@ -1,4 +1,6 @@
-"""fusion-contrastive-score's run: the suites read, each pair scored by the model, accuracies per protocol, the figure."""
+"""fusion-contrastive-score's run: the suites read, each pair scored by the model, accuracies per protocol, the
+figure.
+"""
 import ast
 import os
 

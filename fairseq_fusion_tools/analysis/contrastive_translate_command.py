@@ -1,4 +1,6 @@
-"""fusion-contrastive-translate's run: a suite translated (or --hyp read) and checked for the right sense, the figure."""
+"""fusion-contrastive-translate's run: a suite translated (or --hyp read) and checked for the right sense, the
+figure.
+"""
 import ast
 import dataclasses
 import json

@@ -1,4 +1,6 @@
-"""fusion-embedding-similarity's run: the similarity of each layer's states to the embeddings, streamed over a split."""
+"""fusion-embedding-similarity's run: the similarity of each layer's states to the embeddings, streamed over a
+split.
+"""
 import ast
 
 from . import lexical_similarity as sim

@@ -1,4 +1,6 @@
-"""fusion-embedding-similarity-bilingual's run: the dictionary read or built from gold alignments, each checkpoint's bilingual similarity, the figure."""
+"""fusion-embedding-similarity-bilingual's run: the dictionary read or built from gold alignments, each checkpoint's
+bilingual similarity, the figure.
+"""
 import ast
 
 from .common import load_model

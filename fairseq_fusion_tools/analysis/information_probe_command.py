@@ -1,4 +1,5 @@
-"""fusion-information-probe's run: the batches sampled, each checkpoint's probes trained and evaluated, the figure."""
+"""fusion-information-probe's run: the batches sampled, each checkpoint's probes trained and evaluated, the figure.
+"""
 import ast
 import os
 

@@ -1,4 +1,6 @@
-"""fusion-archs ARCH: every technique flag a user can add to ARCH, grouped by technique, with the value the arch sets."""
+"""fusion-archs ARCH: every technique flag a user can add to ARCH, grouped by technique, with the value the arch
+sets.
+"""
 import json
 
 from fairseq_fusion import fusion_options

@@ -1,4 +1,5 @@
-"""fusion-archs's run: the command line checked, then the arch list, one arch's flags, the conflicts or the README."""
+"""fusion-archs's run: the command line checked, then the arch list, one arch's flags, the conflicts or the README.
+"""
 import difflib
 
 from .arch_flags import show_arch

@@ -1,4 +1,6 @@
-"""The command-line parsers' shared helpers: the --help description, help texts as sentences, fairseq-generate's options."""
+"""The command-line parsers' shared helpers: the --help description, help texts as sentences, fairseq-generate's
+options.
+"""
 import argparse
 
 

@@ -1,4 +1,6 @@
-"""fusion-parse-spans's run: each sentence's parse tree turned into the phrase spans of its BPE'd tokens, checked against the binarized sizes."""
+"""fusion-parse-spans's run: each sentence's parse tree turned into the phrase spans of its BPE'd tokens, checked
+against the binarized sizes.
+"""
 import os
 import sys
 

@@ -1,4 +1,6 @@
-"""fusion-prepare-gpt2's run: text encoded with GPT-2's BPE (fairseq's encoder files), sources cut to N words, binarized with GPT-2's dictionary."""
+"""fusion-prepare-gpt2's run: text encoded with GPT-2's BPE (fairseq's encoder files), sources cut to N words,
+binarized with GPT-2's dictionary.
+"""
 import json
 import os
 import shutil

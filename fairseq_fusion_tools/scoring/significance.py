@@ -1,4 +1,6 @@
-"""fusion-significance's run: each system against the baseline, by paired bootstrap, approximate randomization or the sign test."""
+"""fusion-significance's run: each system against the baseline, by paired bootstrap, approximate randomization or
+the sign test.
+"""
 
 from .. import outputs
 from . import evaluation

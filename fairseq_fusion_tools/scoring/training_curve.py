@@ -1,4 +1,6 @@
-"""fusion-training-curve's logic: validation BLEU, loss and perplexity read from fairseq-train logs, one curve per log."""
+"""fusion-training-curve's logic: validation BLEU, loss and perplexity read from fairseq-train logs, one curve per
+log.
+"""
 import json
 import os
 import re
