@@ -9,6 +9,7 @@ from . import alignment
 from . import alignment_stream as stream
 from .common import load_model
 from ..outputs import write_outputs
+from ..scoring import alignment_links
 from fairseq_fusion_tools.user_files import fail
 
 
@@ -24,7 +25,7 @@ def analyze_checkpoint(path, args):
         print(f"| no BPE codes at {codes}: words are looked up whole (pass --bpe-codes)")
     lower = stream.lowercase_sides(task, args.lowercase)
     pairs = itertools.islice(stream.iter_parallel(args.parallel), args.sentences)
-    gold = itertools.islice(stream.iter_links(args.gold, one_indexed=True), args.sentences) if args.gold else None
+    gold = itertools.islice(alignment_links.iter_links(args.gold, one_indexed=True), args.sentences) if args.gold else None
     layers, n, unk = stream.analyze_stream(model, task, pairs, gold, bpe, swap, lower, args.batch_size)
     for r in layers:
         aer = f"AER {100 * r['aer']:.2f} P {100 * r['precision']:.2f} R {100 * r['recall']:.2f} " if "aer" in r else ""
