@@ -4,7 +4,7 @@ Every run is ``fairseq-train`` (``--user-dir`` this plugin) with identical setti
 arch and flags, and its seed; the budget is equal for all: ``--max-update`` updates, or ``--max-minutes``
 of training on the same machine (fairseq's ``--stop-time-hours``), per stage. Each finished run is
 evaluated on the test subsets with ``fairseq-generate`` (one beam for all), detokenized with Moses and
-scored with sacreBLEU (signature kept) and tokenized BLEU (``analysis.evaluation.score``); each system is
+scored with sacreBLEU (signature kept) and tokenized BLEU (``scoring.evaluation.score``); each system is
 tested against the baseline seed by seed with sacreBLEU's paired bootstrap (the same seed's baseline run
 under the same protocol, same test set).
 
@@ -301,7 +301,7 @@ def tested_checkpoint(run_dir, select):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path} not found (fairseq-train writes checkpoint_best.pt when it validates)")
         return path
-    from .cli import average_checkpoints
+    from .checkpoints import average_checkpoints
 
     out = os.path.join(run_dir, "eval", select + ".pt")
     if not os.path.exists(out):
@@ -313,8 +313,8 @@ def tested_checkpoint(run_dir, select):
 
 def evaluate(args, run_dir, subset, select):
     """sacreBLEU (detokenized, signature) and tokenized BLEU of the run's ``select`` checkpoint on ``subset``."""
-    from .analysis import evaluation
-    from .cli._tools import console_script
+    from .scoring import evaluation
+    from .console_scripts import console_script
 
     out = os.path.join(run_dir, "eval", f"{subset}.{select}")
     if os.path.exists(out + ".json"):
@@ -340,7 +340,7 @@ def evaluate(args, run_dir, subset, select):
 def bootstrap(args, run_dir, base_dir, subset, base_name, select):
     """sacreBLEU's paired bootstrap of this run against the baseline run of the same seed on ``subset``, both
     tested with the checkpoint ``select`` chooses (cached)."""
-    from .analysis import evaluation
+    from .scoring import evaluation
 
     out = os.path.join(run_dir, "eval", f"{subset}.{select}.vs_{base_name}.json")
     if os.path.exists(out):
@@ -466,7 +466,7 @@ def results_figure(rows, subsets, title):
     table's Δ, each seed's sacreBLEU minus its baseline's under the row's checkpoint selection (a filled dot: p < 0.05),
     and the mean over seeds as a bar; per (system, subset) the line of all seeds has the gid "SYSTEM SUBSET", that of
     the filled ones "SYSTEM SUBSET p<0.05" (the level SIGNIFICANT)."""
-    from .analysis.common import figure_title, new_figure
+    from .outputs import figure_title, new_figure
 
     fig, (ax, ax_delta) = new_figure(2, 1, sharex=True, figsize=(max(5.0, 1.0 + 0.9 * len(rows)), 6.4))
     width = 0.8 / len(subsets)
@@ -642,7 +642,7 @@ def record_command(run_dir, portable):
 def run_one(args, system, seed, label, progress=True):
     """Train (or continue, or reuse) one run; returns its train summary. ``progress``: a progress bar (one run at
     a time)."""
-    from .cli._tools import console_script
+    from .console_scripts import console_script
 
     run_dir = run_dir_of(args, system, seed)
     done = os.path.join(run_dir, "train.json")

@@ -64,7 +64,7 @@ def plateau(curve, tolerance):
 
 def find_budget(args, system, cap):
     """The budget in updates (trains the curve run unless budget.json has it); the record written beside it."""
-    from .cli._tools import console_script
+    from .console_scripts import console_script
 
     out = os.path.join(curve_dir(args), "budget.json")
     run_dir, cmd = curve_command(args, system, cap)

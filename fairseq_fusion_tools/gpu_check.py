@@ -119,7 +119,7 @@ def select_archs(spec):
 def prepare_data(work):
     """``WORK/data-bin``: Multi30k En-De as make demo prepares it, once (fusion-prepare-text renames it into place
     when complete, so a folder with prepare.json is whole)."""
-    from .cli._tools import console_script
+    from .console_scripts import console_script
     from .data_paths import data_path
 
     dest = os.path.join(work, "data-bin")
@@ -179,7 +179,7 @@ def _run_archs(args, archs, dtypes, data):
 
 def ddp_command(data, arch, updates, save_dir, seed=1, world_size=2):
     """fairseq-train of ``arch`` on ``world_size`` GPUs with --fp16 (fairseq spawns one process per GPU)."""
-    from .cli._tools import console_script
+    from .console_scripts import console_script
 
     argv = train_argv(data, arch, "fp16", "small", updates, seed)
     argv = [a for a in argv if a != "--no-save"]  # the checkpoint is written by rank 0 only: part of what is checked

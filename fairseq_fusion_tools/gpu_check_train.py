@@ -95,7 +95,7 @@ def decode_bleu(task, model, data, sentences, beam, cuda, batch_size=100):
     import torch
     from fairseq import utils
 
-    from .analysis import evaluation
+    from .scoring import evaluation
     from fairseq_fusion.encoders.prepared import _manifest
 
     manifest = _manifest(data)

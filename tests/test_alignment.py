@@ -11,6 +11,7 @@ from conftest import run_cli, train_args
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion_tools.analysis import alignment
 from fairseq_fusion_tools.analysis import alignment_stream as stream
+from fairseq_fusion_tools.scoring import alignment_links
 
 ALIGN = data_paths.data_path("alignment")
 
@@ -25,32 +26,32 @@ PUBLISHED = [
 
 @pytest.mark.parametrize("pair,system,aer,precision,recall", PUBLISHED)
 def test_scorer_reproduces_published_aer(pair, system, aer, precision, recall):
-    gold = alignment.read_links(os.path.join(ALIGN, pair, f"{pair}.talp"), one_indexed=True)
+    gold = alignment_links.read_links(os.path.join(ALIGN, pair, f"{pair}.talp"), one_indexed=True)
     hyp_path = os.path.join(ALIGN, pair, "system_outputs", f"{system}.test.{pair}.grow-diagonal-final.talp")
-    hyps = [sure for sure, _ in alignment.read_links(hyp_path, one_indexed=False)]
-    r = alignment.alignment_error_rate(hyps, gold)
+    hyps = [sure for sure, _ in alignment_links.read_links(hyp_path, one_indexed=False)]
+    r = alignment_links.alignment_error_rate(hyps, gold)
     assert round(100 * r["aer"], 2) == aer
     assert round(100 * r["precision"], 2) == precision
     assert round(100 * r["recall"], 2) == recall
 
 
 def test_aer_by_hand():
-    gold = [alignment.parse_links("1-1 2p2", one_indexed=True)]  # S={(0,0)}, P={(0,0),(1,1)}
+    gold = [alignment_links.parse_links("1-1 2p2", one_indexed=True)]  # S={(0,0)}, P={(0,0),(1,1)}
     assert gold[0] == ({(0, 0)}, {(0, 0), (1, 1)})
-    hyp = [alignment.parse_links("0-0 0-0 1-1 2-1", one_indexed=False)[0]]  # duplicates count once
-    r = alignment.alignment_error_rate(hyp, gold)
+    hyp = [alignment_links.parse_links("0-0 0-0 1-1 2-1", one_indexed=False)[0]]  # duplicates count once
+    r = alignment_links.alignment_error_rate(hyp, gold)
     # |A|=3, |S|=1, |A∩S|=1, |A∩P|=2: AER = 1 - 3/4
     assert r == {"aer": 0.25, "precision": 2 / 3, "recall": 1.0, "links": 3}
 
 
 def test_bad_files_are_named():
     with pytest.raises(ValueError, match=r"f:3: bad alignment link '1:2'"):
-        alignment.parse_links("1-2 1:2", one_indexed=True, where="f:3")
+        alignment_links.parse_links("1-2 1:2", one_indexed=True, where="f:3")
     with pytest.raises(ValueError, match="below 1"):
-        alignment.parse_links("0-2", one_indexed=True)
+        alignment_links.parse_links("0-2", one_indexed=True)
     pairs = [(["a", "b"], ["x"])]
     with pytest.raises(ValueError, match="outside 2 source x 1 target"):
-        alignment.check_lengths([alignment.parse_links("1-2", one_indexed=True)], pairs, "gold")
+        alignment.check_lengths([alignment_links.parse_links("1-2", one_indexed=True)], pairs, "gold")
     with pytest.raises(ValueError, match="2 alignment lines but 1"):
         alignment.check_lengths([(set(), set())] * 2, pairs, "gold")
 
@@ -194,7 +195,7 @@ def test_planted_attention_end_to_end(en_de_model, tmp_path):
         lambda m, inp, out, i=i: (out[0], torch.tensor(PLANTED[i])[None])) for i in range(2)]
     try:
         layers, n, unk = stream.analyze_stream(
-            model, task, stream.iter_parallel(str(parallel)), stream.iter_links(str(gold), one_indexed=True),
+            model, task, stream.iter_parallel(str(parallel)), alignment_links.iter_links(str(gold), one_indexed=True),
             StubBPE(), swap, lower, progress=False)
         _, _, unk_cased = stream.analyze_stream(model, task, stream.iter_parallel(str(parallel)), None, StubBPE(),
                                                 swap, (False, False), progress=False)
@@ -222,7 +223,7 @@ def test_zhen_gold_set():
     tokenized and lower-cased, sure links only, all inside the sentences."""
     path, gold_path = os.path.join(ALIGN, "zhen", "test.zh-en"), os.path.join(ALIGN, "zhen", "zhen.talp")
     pairs = alignment.read_parallel(path)
-    gold = alignment.read_links(gold_path, one_indexed=True)
+    gold = alignment_links.read_links(gold_path, one_indexed=True)
     alignment.check_lengths(gold, pairs, gold_path)
     assert len(pairs) == 450 and alignment.file_languages(path) == ("zh", "en")
     assert all(" ".join(en) == " ".join(en).lower() for _, en in pairs)
@@ -272,7 +273,7 @@ def test_alignment_command_matches_a_sentence_by_sentence_count(trained_checkpoi
     assert a["layers"] == b["layers"] and a["swap"] is True and a["sentences"] == 12
     model, task, _ = load_model(trained_checkpoint, multi30k_slice, cpu=True)
     bpe = alignment.load_bpe(os.path.join(multi30k_slice, "bpe.codes"))
-    pairs, gold = alignment.read_parallel(parallel)[:12], alignment.read_links(gold_path, True)[:12]
+    pairs, gold = alignment.read_parallel(parallel)[:12], alignment_links.read_links(gold_path, True)[:12]
     counts = [[0, 0, 0, 0, set()] for _ in range(2)]  # |A|, |A∩S|, |A∩P|, |S|; covered (sentence, English word)
     for n, ((de, en), (sure, possible)) in enumerate(zip(pairs, gold)):
         src_ids, src_index = alignment.encode_words(en, task.source_dictionary, bpe)

@@ -39,7 +39,7 @@ def multi30k_codes(tmp_path_factory):
     2,000 Multi30k training pairs, as fusion-prepare-text learns them."""
     from sacremoses import MosesTokenizer
 
-    from fairseq_fusion_tools.cli.prepare_text import count_vocab, learn_bpe, write_lines, write_vocab
+    from fairseq_fusion_tools.prepare.text_steps import count_vocab, learn_bpe, write_lines, write_vocab
 
     src, tmp = data_paths.data_path("multi30k"), tmp_path_factory.mktemp("codes")
     test, trains = {}, []

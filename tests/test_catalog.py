@@ -11,6 +11,7 @@ from fairseq import options
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 from fairseq_fusion import fusion_options
+from fairseq_fusion_tools.archs import command
 from fairseq_fusion_tools.cli import archs as cli
 from fairseq_fusion.models import FusionTransformerModel, catalog
 from fairseq_fusion.models.fusion_config import model_actions
@@ -24,7 +25,7 @@ TINY = ["--encoder-embed-dim", "8", "--decoder-embed-dim", "8", "--encoder-ffn-e
 def run(argv):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        cli.main(cli.get_parser().parse_args(argv))
+        command.main(cli.get_parser().parse_args(argv))
     return out.getvalue()
 
 

@@ -16,8 +16,9 @@ from fairseq import checkpoint_utils
 import fairseq_fusion  # noqa: F401  (patches fairseq's loaders)
 from conftest import run_cli
 from fairseq_fusion.errors import PREFIX, FusionError
-from fairseq_fusion_tools.cli import convert_checkpoint
-from fairseq_fusion_tools.cli.average_checkpoints import average_checkpoints
+from fairseq_fusion_tools.cli import convert_checkpoint as convert_checkpoint_cli
+from fairseq_fusion_tools.checkpoints import convert_checkpoint
+from fairseq_fusion_tools.checkpoints.average_checkpoints import average_checkpoints
 from test_refusals import generate, one_line_refusal
 
 
@@ -78,7 +79,7 @@ def average(path):
 def convert(path):
     out = path + ".converted"
     try:
-        convert_checkpoint.main(convert_checkpoint.get_parser().parse_args(["--input", path, "--output", out]))
+        convert_checkpoint.main(convert_checkpoint_cli.get_parser().parse_args(["--input", path, "--output", out]))
     finally:
         assert not os.path.exists(out), "a refused conversion must not write its output"
 

@@ -223,12 +223,13 @@ def _mucow_suite(tmp_path):
 
 
 def test_mucow_check_on_hand_written_translations(tmp_path):
+    from fairseq_fusion_tools.analysis import contrastive_translate_command as command
     from fairseq_fusion_tools.cli import contrastive_translate as cli
 
     folder, hyp, lemmas = _mucow_suite(tmp_path)
     out = str(tmp_path / "mucow_out")
     args = cli.get_parser().parse_args(["--suite", folder, "--pair", "en-de", "--hyp", hyp, "--lemmas", lemmas, "--out", out])
-    result = cli.main(args)
+    result = command.main(args)
     assert [r["decision"] for r in result["lines"]] == ["pos", "neg", "pos", "unk", "pos", "neg"]
     # out of domain (gaspedal): pos 2, neg 1, unk 1; in domain: pos 1, neg 1
     out_d, in_d, all_d = result["by_domain"]["out"], result["by_domain"]["in"], result["overall"]
@@ -240,10 +241,10 @@ def test_mucow_check_on_hand_written_translations(tmp_path):
     assert all_d["recallB"] == pytest.approx(3 / 6) and all_d["f1A"] == pytest.approx(2 * 0.6 * 0.75 / 1.35)
     assert os.path.exists(out + ".png") and json.load(open(out + ".json"))["by_word"]["accelerator"]["total"] == 6
     # without lemmas, line 3 is unknown
-    result = cli.main(cli.get_parser().parse_args(["--suite", folder, "--pair", "en-de", "--hyp", hyp, "--out", out]))
+    result = command.main(cli.get_parser().parse_args(["--suite", folder, "--pair", "en-de", "--hyp", hyp, "--out", out]))
     assert result["lines"][2]["decision"] == "unk" and result["by_domain"]["out"]["unk"] == 2
     with pytest.raises(SystemExit, match="--hyp .*: 2 lines, the suite has 6"):
-        cli.main(cli.get_parser().parse_args(["--suite", folder, "--pair", "en-de", "--hyp", _write(tmp_path / "short", ["a", "b"]), "--out", out]))
+        command.main(cli.get_parser().parse_args(["--suite", folder, "--pair", "en-de", "--hyp", _write(tmp_path / "short", ["a", "b"]), "--out", out]))
 
 
 @needs_data
@@ -261,6 +262,7 @@ def test_mucow_references_match_their_own_keys():
 
 
 def test_contrawsd_check_on_hand_written_translations(tmp_path):
+    from fairseq_fusion_tools.analysis import contrastive_translate_command as command
     from fairseq_fusion_tools.cli import contrastive_translate as cli
 
     folder = tmp_path / "wsd"
@@ -284,7 +286,7 @@ def test_contrawsd_check_on_hand_written_translations(tmp_path):
             "The section."]  # nothing: unfound
     hyp = _write(tmp_path / "hyp.txt", hyps)
     out = str(tmp_path / "wsd_out")
-    result = cli.main(cli.get_parser().parse_args(["--suite", str(folder), "--hyp", hyp, "--key", str(folder / "key.json"), "--out", out]))
+    result = command.main(cli.get_parser().parse_args(["--suite", str(folder), "--hyp", hyp, "--key", str(folder / "key.json"), "--out", out]))
     heel, para = result["by_category"]["Absatz:heel"], result["by_category"]["Absatz:paragraph"]
     assert (heel["total"], heel["only_correct"], heel["unfound_in_correct"]) == (3, 2, 1)
     assert (para["total"], para["unfound"]) == (1, 1)
@@ -297,7 +299,7 @@ def test_contrawsd_check_on_hand_written_translations(tmp_path):
     assert [m["line"] for m in manual] == [4, 5] and manual[0]["found both"] is True
     # the authors' enhanced patterns (--sense-patterns) let "heels" count, and --ignore-wmt drops the newstest line
     patterns = _write(tmp_path / "patterns.json", [json.dumps({"heel": "heels?"})])
-    result = cli.main(cli.get_parser().parse_args(["--suite", str(folder), "--hyp", hyp, "--key", str(folder / "key.json"),
+    result = command.main(cli.get_parser().parse_args(["--suite", str(folder), "--hyp", hyp, "--key", str(folder / "key.json"),
                                                    "--sense-patterns", patterns, "--ignore-wmt", "--out", out]))
     # line 2 now has 3 matches for 2 occurrences: credit 1, not 2 (evaluate.py)
     assert result["by_category"]["Absatz:heel"]["only_correct"] == 1 + 1
@@ -306,12 +308,13 @@ def test_contrawsd_check_on_hand_written_translations(tmp_path):
 
 @needs_data
 def test_contrawsd_wmt18_without_its_key_names_the_missing_file(tmp_path):
+    from fairseq_fusion_tools.analysis import contrastive_translate_command as command
     from fairseq_fusion_tools.cli import contrastive_translate as cli
 
     hyp = _write(tmp_path / "hyp.txt", ["x"])
     args = cli.get_parser().parse_args(["--suite", os.path.join(CONTRASTIVE, "contrawsd_wmt18"), "--hyp", hyp, "--out", str(tmp_path / "o")])
     with pytest.raises(SystemExit, match=r"sense key de-en\.wsd\.task\.json .*give it with --key"):
-        cli.main(args)
+        command.main(args)
 
 
 @pytest.fixture(scope="module")
@@ -338,12 +341,14 @@ def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tiny_checkp
     is counted under its protocol (DistilLingEval: lingeval97 pairs; MuCoW scoring JSON: contrawsd items)."""
     from fairseq import checkpoint_utils
 
-    from fairseq_fusion_tools.cli import contrastive_score
+    from fairseq_fusion_tools.cli import contrastive_score as contrastive_score_cli
+
+    from fairseq_fusion_tools.analysis import contrastive_score
 
     suite = os.path.join(CONTRASTIVE, "distil_lingeval", "polarity_affix_del.mt")
     mucow = os.path.join(CONTRASTIVE, "mucow", "scoring", "lv-en.mucow.scoring.json")
     out = str(tmp_path / "contrastive")
-    args = contrastive_score.get_parser().parse_args(
+    args = contrastive_score_cli.get_parser().parse_args(
         ["--path", tiny_checkpoint, "--suite", suite, mucow, "--max-items", "12", "--out", out, "--cpu"])
     result = contrastive_score.main(args)
     le, cw = result["protocols"]["lingeval97"], result["protocols"]["contrawsd"]
@@ -376,7 +381,7 @@ def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tiny_checkp
         assert row["correct"] == all(ref > c for c in con)
     assert cw["overall"]["correct"] == sum(r["correct"] for r in cw["items"])
     # --category keeps only the named error types; an unknown one is refused with the known ones
-    args = contrastive_score.get_parser().parse_args(
+    args = contrastive_score_cli.get_parser().parse_args(
         ["--path", tiny_checkpoint, "--suite", mucow, "--max-items", "12", "--category", "dāma", "--out", out, "--cpu"])
     only = contrastive_score.main(args)["protocols"]["contrawsd"]
     assert set(only["by_word"]) == {"dāma"} and only["overall"]["total"] == cw["by_word"]["dāma"]["total"]
@@ -391,11 +396,12 @@ def test_translate_mode_equals_fairseq_interactive(multi30k_slice, tiny_checkpoi
     BPE removed and Moses-detokenized; the check then runs on them."""
     from sacremoses import MosesDetokenizer
 
+    from fairseq_fusion_tools.analysis import contrastive_translate_command as command
     from fairseq_fusion_tools.cli import contrastive_translate as cli
 
     folder = os.path.join(CONTRASTIVE, "mucow", "translation")
     out = str(tmp_path / "mucow_tr")
-    result = cli.main(cli.get_parser().parse_args(
+    result = command.main(cli.get_parser().parse_args(
         ["--suite", folder, "--path", tiny_checkpoint, "--max-items", "5", "--beam", "2", "--max-len-b", "20",
          "--out", out, "--cpu"]))
     with open(out + ".hyp", encoding="utf-8") as f:
@@ -415,5 +421,5 @@ def test_translate_mode_equals_fairseq_interactive(multi30k_slice, tiny_checkpoi
             found[int(sid)] = text
     detok = MosesDetokenizer(lang="de")
     assert hyps == [detok.detokenize(found[i].split()) for i in range(5)]
-    again = cli.main(cli.get_parser().parse_args(["--suite", folder, "--pair", "en-de", "--hyp", out + ".hyp", "--max-items", "5", "--out", out + "2"]))
+    again = command.main(cli.get_parser().parse_args(["--suite", folder, "--pair", "en-de", "--hyp", out + ".hyp", "--max-items", "5", "--out", out + "2"]))
     assert [r["decision"] for r in again["lines"]] == [r["decision"] for r in result["lines"]]

@@ -128,7 +128,8 @@ def test_interactive_and_hub_translate_every_arch(case, checkpoints, multi30k_sl
 @pytest.fixture(scope="module")
 def data_with_spans(multi30k_slice, tmp_path_factory):
     """A view of the slice with a span file for its test split (flat trees of the tokenized lines)."""
-    from fairseq_fusion_tools.cli import parse_spans
+    from fairseq_fusion_tools.cli import parse_spans as parse_spans_cli
+    from fairseq_fusion_tools.prepare import parse_spans
 
     from fairseq.data import data_utils, indexed_dataset
 
@@ -148,7 +149,7 @@ def data_with_spans(multi30k_slice, tmp_path_factory):
     with open(os.path.join(multi30k_slice, "tok", "test.bpe.en"), encoding="utf-8") as f:
         (data / "test.bpe.en").write_text("".join(f.readlines()[:8]))
     (data / "test.parse").write_text("\n".join(trees) + "\n")
-    parse_spans.main(parse_spans.get_parser().parse_args(
+    parse_spans.main(parse_spans_cli.get_parser().parse_args(
         ["--data", str(data), "--split", "test", "-s", "en", "-t", "de", "--parse", str(data / "test.parse"),
          "--bpe", str(data / "test.bpe.en")]))
     return str(data)
@@ -205,7 +206,8 @@ def test_parse_model_spans_change_the_translation_scores(checkpoints, multi30k_s
 
 
 def test_contrastive_scoring_with_parse_tree_phrases(checkpoints, multi30k_slice, trees_file, tmp_path):
-    from fairseq_fusion_tools.cli import contrastive_score
+    from fairseq_fusion_tools.cli import contrastive_score as contrastive_score_cli
+    from fairseq_fusion_tools.analysis import contrastive_score
 
     suite = tmp_path / "suite"
     suite.mkdir()
@@ -213,7 +215,7 @@ def test_contrastive_scoring_with_parse_tree_phrases(checkpoints, multi30k_slice
     (suite / "tgt.correct.de").write_text("Ein Mann .\nEin Mädchen .\n")
     (suite / "tgt.incorrect.de").write_text("Eine Mann .\nEin Mädchens .\n")
     out = str(tmp_path / "contrastive")
-    args = contrastive_score.get_parser().parse_args([
+    args = contrastive_score_cli.get_parser().parse_args([
         "--path", checkpoints[PARSE], "--data", multi30k_slice, "--suite", str(suite), "--out", out, "--cpu",
         "--phrase-trees", trees_file, "--phrase-fallback", "error"])
     contrastive_score.main(args)
@@ -257,7 +259,8 @@ def test_inference_spans_from_a_tree_and_the_ngram_fallback(tmp_path):
 def test_parse_trees_command_with_a_parser_and_failed_lines(tmp_path, capsys):
     """fusion-parse-trees with a stand-in for stanza's pipeline (its model cannot be downloaded here): trees in
     line order, an empty line where the parser fails, counted; fusion-parse-spans then falls back on those lines."""
-    from fairseq_fusion_tools.cli import parse_trees
+    from fairseq_fusion_tools.cli import parse_trees as parse_trees_cli
+    from fairseq_fusion_tools.prepare import parse_trees
 
     class StandIn:
         def parse(self, sentences):
@@ -266,7 +269,7 @@ def test_parse_trees_command_with_a_parser_and_failed_lines(tmp_path, capsys):
     inp = tmp_path / "tok.en"
     inp.write_text("a b c\nFAIL here\n\nd e\n")
     out = tmp_path / "trees"
-    args = parse_trees.get_parser().parse_args(["--input", str(inp), "--output", str(out), "--lang", "en",
+    args = parse_trees_cli.get_parser().parse_args(["--input", str(inp), "--output", str(out), "--lang", "en",
                                                 "--batch-size", "3"])
     parse_trees.main(args, parser=StandIn())
     assert out.read_text().splitlines() == [flat_tree(["a", "b", "c"]), "", "", flat_tree(["d", "e"])]

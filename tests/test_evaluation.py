@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from fairseq_fusion_tools import data_paths
-from fairseq_fusion_tools.analysis import evaluation
+from fairseq_fusion_tools.scoring import evaluation
 
 from conftest import BIN
 
@@ -45,10 +45,11 @@ def multi_bleu(hyps, refs):
 
 @needs_wmt14
 def test_newstest2014_detok_bleu_equals_sacrebleu_cli(tmp_path):
-    from fairseq_fusion_tools.cli import score_bleu
+    from fairseq_fusion_tools.cli import score_bleu as score_bleu_cli
+    from fairseq_fusion_tools.scoring import score_bleu
 
     out = str(tmp_path / "nt14")
-    args = score_bleu.get_parser().parse_args(["--hyp", SYSTEM, "--hyp-format", "tok", "--ref", REF, "-t", "de", "--out", out])
+    args = score_bleu_cli.get_parser().parse_args(["--hyp", SYSTEM, "--hyp-format", "tok", "--ref", REF, "-t", "de", "--out", out])
     result = score_bleu.main(args)
     direct = float(sacrebleu_cli(REF, [out + ".detok"], "-b").strip())
     assert result["sacrebleu"]["score"] == pytest.approx(direct, abs=1e-4)
@@ -70,7 +71,8 @@ def test_chinese_detok_bleu_uses_sacrebleus_zh_tokenizer(tmp_path):
     """-t zh: detokenized BLEU with sacreBLEU's zh tokenizer, as `sacrebleu -tok zh` (here on the 450
     Chinese sentences of the zhen gold set, against a copy with one character dropped from the middle of
     every third line); 13a scores the unsegmented Chinese as a few long tokens: 87.5 where zh gives 98.0."""
-    from fairseq_fusion_tools.cli import score_bleu
+    from fairseq_fusion_tools.cli import score_bleu as score_bleu_cli
+    from fairseq_fusion_tools.scoring import score_bleu
 
     path = os.path.join(data_paths.data_path("alignment"), "zhen", "test.zh-en")
     with open(path, encoding="utf-8") as f:
@@ -79,7 +81,7 @@ def test_chinese_detok_bleu_uses_sacrebleus_zh_tokenizer(tmp_path):
     ref_path, hyp_path = tmp_path / "ref.zh", tmp_path / "hyp.zh"
     ref_path.write_text("\n".join(refs) + "\n", encoding="utf-8")
     hyp_path.write_text("\n".join(hyps) + "\n", encoding="utf-8")
-    args = score_bleu.get_parser().parse_args(["--hyp", str(hyp_path), "--hyp-format", "detok", "--ref", str(ref_path),
+    args = score_bleu_cli.get_parser().parse_args(["--hyp", str(hyp_path), "--hyp-format", "detok", "--ref", str(ref_path),
                                                "-t", "zh", "--detok-only"])
     result = score_bleu.main(args)
     zh = float(sacrebleu_cli(str(ref_path), [str(hyp_path)], "-tok", "zh", "-b").strip())
@@ -114,7 +116,10 @@ def test_generate_output_reader(tmp_path):
 
 @needs_wmt14
 def test_bleu_by_length_and_significance_equal_direct_computation(tmp_path):
-    from fairseq_fusion_tools.cli import bleu_by_length, significance
+    from fairseq_fusion_tools.cli import significance as significance_cli
+    from fairseq_fusion_tools.scoring import significance
+    from fairseq_fusion_tools.cli import bleu_by_length as bleu_by_length_cli
+    from fairseq_fusion_tools.scoring import bleu_by_length
 
     n = 600
     src = evaluation.read_lines(SRC)[:n]
@@ -128,7 +133,7 @@ def test_bleu_by_length_and_significance_equal_direct_computation(tmp_path):
             f.writelines(line + "\n" for line in lines)
 
     out = str(tmp_path / "bylen")
-    res = bleu_by_length.main(bleu_by_length.get_parser().parse_args(
+    res = bleu_by_length.main(bleu_by_length_cli.get_parser().parse_args(
         ["--src", files["src"], "--ref", files["ref"], "--sys", f"edinburgh={files['sys']}", f"worse={files['worse']}", "--out", out]))
     assert os.path.exists(out + ".png") and json.load(open(out + ".json"))["buckets"] == ["(0,15]", "(15,30]", "(30,45]", ">45"]
     import sacrebleu
@@ -141,7 +146,7 @@ def test_bleu_by_length_and_significance_equal_direct_computation(tmp_path):
     assert res["overall"]["edinburgh"] > res["overall"]["worse"]
 
     os.environ.pop("SACREBLEU_SEED", None)
-    sig = significance.main(significance.get_parser().parse_args(
+    sig = significance.main(significance_cli.get_parser().parse_args(
         ["--ref", files["ref"], "--baseline", f"worse={files['worse']}", "--sys", f"edinburgh={files['sys']}", "--n-samples", "200"]))
     cli = json.loads(sacrebleu_cli(files["ref"], [files["worse"], files["sys"]], "--paired-bs", "--paired-bs-n", "200", "-f", "json"))
     cli_sys = [s for s in cli if s["system"].endswith(files["sys"]) and not s["system"].startswith("Baseline")][0]
@@ -154,7 +159,8 @@ def test_bleu_by_length_and_significance_equal_direct_computation(tmp_path):
 def test_paired_bootstrap_reports_a_copy_of_the_baseline_as_the_same_output(tmp_path):
     """sacreBLEU counts resampled differences strictly above the observed one: a copy of the baseline gets its
     smallest p, 1/(n+1), "significant" (its command line, run here). Such a system is the same output, not tested."""
-    from fairseq_fusion_tools.cli import significance
+    from fairseq_fusion_tools.cli import significance as significance_cli
+    from fairseq_fusion_tools.scoring import significance
 
     refs = ["the cat sat on the mat .", "a dog ran in the park today .", "we like green tea a lot .", "it rained ."]
     base = ["the cat sat on a mat .", "a dog ran in park today .", "we like tea a lot .", "it rained all day ."]
@@ -167,7 +173,7 @@ def test_paired_bootstrap_reports_a_copy_of_the_baseline_as_the_same_output(tmp_
     cli = json.loads(sacrebleu_cli(files["ref"], [files["base"], files["copy"]], "--paired-bs", "--paired-bs-n", "99", "-f", "json"))
     assert cli[1]["BLEU"]["p_value"] == pytest.approx(1 / 100)
     os.environ.pop("SACREBLEU_SEED", None)
-    sig = significance.main(significance.get_parser().parse_args(
+    sig = significance.main(significance_cli.get_parser().parse_args(
         ["--ref", files["ref"], "--baseline", f"base={files['base']}", "--sys", f"copy={files['copy']}",
          f"other={files['other']}", "--n-samples", "99"]))
     copy, oth = sig["systems"][1], sig["systems"][2]

@@ -12,7 +12,7 @@ from fairseq import checkpoint_utils
 from fairseq.models.transformer import TransformerModel
 
 from fairseq_fusion_tools import data_paths
-from fairseq_fusion_tools.cli.average_checkpoints import average_checkpoints
+from fairseq_fusion_tools.checkpoints.average_checkpoints import average_checkpoints
 from fairseq_fusion.models import FusionTransformerModel
 
 
@@ -236,7 +236,7 @@ def test_added_test_set_equals_one_prepared_with_the_rest(tmp_path):
 def test_punctuation_normalization_and_non_printing_removal(tmp_path):
     """--normalize-punctuation: Moses' normalize-punctuation + remove-non-printing-char before tokenizing,
     recorded so that TextPipeline does the same to new text; hand-written expected tokens."""
-    from fairseq_fusion_tools.cli.prepare_text import TextPipeline
+    from fairseq_fusion.encoders.text_pipeline import TextPipeline
 
     raw = {"en": ["He said \u201ehello\u201c \u2026 it\u2019s 5\u00a0%\x07 done", "a b c"] * 3,
            "de": ["Er sagte \u00abhallo\u00bb", "x y z"] * 3}

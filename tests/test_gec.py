@@ -14,8 +14,8 @@ import pytest
 from conftest import run_cli, shell_env
 
 from fairseq_fusion_tools import data_paths
-from fairseq_fusion_tools.analysis import m2 as M2
-from fairseq_fusion_tools.analysis.metrics import get_metric
+from fairseq_fusion_tools.scoring import m2 as M2
+from fairseq_fusion_tools.scoring.metrics import get_metric
 
 REPO = data_paths.REPO_ROOT
 

@@ -272,7 +272,7 @@ def german_and_english(tmp_path_factory):
 
 
 def test_score_bleu_warns_when_t_is_not_the_outputs_language(german_and_english):
-    from fairseq_fusion_tools.analysis import text_language
+    from fairseq_fusion_tools.scoring import text_language
 
     de = german_and_english["de"]
     proc = run_cli(["fusion-score-bleu", "--hyp", de, "--hyp-format", "detok", "--ref", de, "-t", "de"])

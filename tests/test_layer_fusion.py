@@ -424,7 +424,8 @@ def test_layer_attention_map_and_expressivity_from_the_checkpoint(fgla_checkpoin
 
 def test_gpt2_post_processing_decodes_token_ids(tmp_path):
     """--bpe gpt2: fairseq's GPT-2 BPE turns the dictionary's id symbols back into text."""
-    from fairseq_fusion_tools.cli.layer_masking import get_parser, gpt2_bpe
+    from fairseq_fusion_tools.analysis.layer_masking import gpt2_bpe
+    from fairseq_fusion_tools.cli.layer_masking import get_parser
 
     (tmp_path / "encoder.json").write_text(json.dumps({"Hello": 0, "\u0120world": 1, ".": 2}))
     (tmp_path / "vocab.bpe").write_text("#version: 0.2\n")

@@ -347,9 +347,9 @@ def ff_checkpoint(multi30k_slice, tmp_path_factory):
     return os.path.join(save, "checkpoint_last.pt")
 
 
-def run_main(cli, argv):
-    """A console script's main in this process (the entry point is cli_main = main(parse_args))."""
-    return cli.main(cli.get_parser().parse_args(argv))
+def run_main(cli, run, argv):
+    """A console script's run in this process (the entry point is cli_main = run.main(cli.get_parser().parse_args()))."""
+    return run.main(cli.get_parser().parse_args(argv))
 
 
 def fake_tags(word):
@@ -360,6 +360,7 @@ def fake_tags(word):
 def test_lexical_probe_command(multi30k_slice, ff_checkpoint, tmp_path):
     from fairseq.data import Dictionary
 
+    from fairseq_fusion_tools.analysis import lexical_probe_command
     from fairseq_fusion_tools.cli import lexical_probe
 
     n = 150
@@ -367,7 +368,7 @@ def test_lexical_probe_command(multi30k_slice, ff_checkpoint, tmp_path):
     tags = tmp_path / "test.tags.en"
     tags.write_text("".join(" ".join(fake_tags(w) for w in line.split()) + "\n" for line in words))
     out = str(tmp_path / "probe")
-    data = run_main(lexical_probe, ["--path", ff_checkpoint, "--data", multi30k_slice, "--train-split", "train",
+    data = run_main(lexical_probe, lexical_probe_command, ["--path", ff_checkpoint, "--data", multi30k_slice, "--train-split", "train",
                     "--max-train-sentences", "300", "--valid-split", "valid", "--max-valid-sentences", "100",
                     "--split", "test", "--sentences", str(n), "--max-epochs", "2", "--warmup-updates", "0",
                     "--source-pos-tags", str(tags), "--out", out, "--cpu"])
@@ -397,11 +398,12 @@ def test_embedding_similarity_command(multi30k_slice, ff_checkpoint, tmp_path):
     """The command's means (big batches) equal the streamed means over small batches, and the
     positions are the split's non-padding tokens."""
     from fairseq_fusion_tools.analysis.common import load_model
+    from fairseq_fusion_tools.analysis import embedding_similarity as run
     from fairseq_fusion_tools.analysis.lexical_similarity import stream_similarity
     from fairseq_fusion_tools.cli import embedding_similarity
 
     out = str(tmp_path / "sim")
-    data = run_main(embedding_similarity, ["--path", ff_checkpoint, "--data", multi30k_slice,
+    data = run_main(embedding_similarity, run, ["--path", ff_checkpoint, "--data", multi30k_slice,
                     "--sentences", "100", "--out", out, "--cpu"])
     assert os.path.getsize(out + ".png") > 0
     model, task, _ = load_model(ff_checkpoint, multi30k_slice, cpu=True)
@@ -419,13 +421,14 @@ def test_shortcut_gates_command(multi30k_slice, ff_checkpoint, tmp_path):
     sentence by sentence (no padding) with hooks of this test."""
     import shutil
 
+    from fairseq_fusion_tools.analysis import shortcut_gates as run
     from fairseq_fusion_tools.analysis.common import load_model
     from fairseq_fusion_tools.cli import shortcut_gates
 
     second = str(tmp_path / "other.pt")
     shutil.copy(ff_checkpoint, second)
     out = str(tmp_path / "gates")
-    data = run_main(shortcut_gates, ["--path", ff_checkpoint, second, "--data", multi30k_slice,
+    data = run_main(shortcut_gates, run, ["--path", ff_checkpoint, second, "--data", multi30k_slice,
                     "--sentences", "20", "--out", out, "--cpu"])
     assert os.path.getsize(out + ".png") > 0
     assert [c["label"] for c in data["checkpoints"]] == ["checkpoint_last", "other"]

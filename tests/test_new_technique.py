@@ -16,6 +16,7 @@ from torch import nn
 import test_contracts as contracts
 from fairseq_fusion import fusion_options
 from fairseq_fusion.errors import PREFIX, FusionError
+from fairseq_fusion_tools.archs import command
 from fairseq_fusion_tools.cli import archs as cli
 from fairseq_fusion.fusion_options import REPLACES, Claim, Flag, OptionGroup
 from fairseq_fusion.models import catalog, conflicts
@@ -116,5 +117,5 @@ def cli_output(argv):
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        cli.main(cli.get_parser().parse_args(argv))
+        command.main(cli.get_parser().parse_args(argv))
     return out.getvalue()

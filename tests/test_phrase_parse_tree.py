@@ -4,7 +4,8 @@ import os
 import pytest
 from conftest import run_cli, train_args
 
-from fairseq_fusion_tools.cli import parse_spans
+from fairseq_fusion_tools.cli import parse_spans as parse_spans_cli
+from fairseq_fusion_tools.prepare import parse_spans
 from fairseq_fusion.modules.phrase_parse_tree import ParseError, parse_tree, phrase_lengths, tree_words
 from fairseq_fusion.tasks.translation_with_phrases import read_phrase_spans, span_path
 
@@ -139,7 +140,7 @@ def test_parse_spans_command_and_training_with_parse_phrases(multi30k_slice, tmp
     for split in ("train", "valid", "test"):
         trees = str(tmp_path / f"{split}.parse")
         write_trees(data, split, "en", trees)
-        parse_spans.main(parse_spans.get_parser().parse_args(
+        parse_spans.main(parse_spans_cli.get_parser().parse_args(
             ["--data", data, "--split", split, "-s", "en", "-t", "de", "--parse", trees]))
         assert "sub-words per phrase" in capsys.readouterr().out
     with open(span_path(data, "valid", "en", "de")) as f:

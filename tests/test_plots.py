@@ -33,7 +33,7 @@ def close_figures():
 
 def test_overlap_check_finds_overlapping_titles():
     """The helper itself: two panel titles too long for their panels collide; the same figure with short ones does not."""
-    from fairseq_fusion_tools.analysis.common import new_figure
+    from fairseq_fusion_tools.outputs import new_figure
 
     fig, axes = new_figure(1, 2, figsize=(4, 2), layout=None)
     for ax in axes:
@@ -116,7 +116,7 @@ def test_lexical_gates_encoder_only_model():
 def layer_plots(layers):
     """Every figure with a layer axis, drawn for a model of ``layers`` layers."""
     from fairseq_fusion_tools.analysis import alignment_stream, information_probe, lexical_gates, lexical_probe, lexical_similarity
-    from fairseq_fusion_tools.cli import layer_attention_map
+    from fairseq_fusion_tools.analysis import layer_attention_map
 
     cats = ("NOUN", "VERB")
     probe = {side: {"accuracy": values(layers + 1), "accuracy_by_frequency_bin": [values(10) for _ in range(layers + 1)],
@@ -160,7 +160,7 @@ def test_embedding_similarity_plot():
 
 def test_exploitation_plot():
     from fairseq_fusion_tools.analysis import exploitation
-    from fairseq_fusion_tools.analysis.common import new_figure
+    from fairseq_fusion_tools.outputs import new_figure
 
     nodes = [f"Ĥ^{l}" for l in range(2, 7)]
     result = {f"{side}: iterative aggregation": {
@@ -174,7 +174,7 @@ def test_exploitation_na_cells_apart_from_zero():
     aggregation: node Ĥ^2 reads H^1, H^2 (score 0.0 for H^1) but not H^3. The n/a cell is labelled n/a, hatched, and
     its rendered colour is far from that of the 0.0 cell (and from 1.0's)."""
     from fairseq_fusion_tools.analysis import exploitation
-    from fairseq_fusion_tools.analysis.common import new_figure
+    from fairseq_fusion_tools.outputs import new_figure
 
     nodes = ["Ĥ^2", "Ĥ^3"]
     result = {"encoder: hierarchical aggregation": {"nodes": nodes, "inputs": ["H^1", "H^2", "H^3"], "scores": {
@@ -225,7 +225,7 @@ def test_contrastive_translate_plot(suite):
 
 
 def test_bleu_by_length_plot():
-    from fairseq_fusion_tools.analysis import evaluation
+    from fairseq_fusion_tools.scoring import evaluation
 
     result = {"buckets": ["(0,15]", "(15,30]", "(30,45]", ">45"], "sentences": [1200, 1300, 400, 100],
               "bleu": {"transformer": values(4, 20, 30), "lexical shortcuts": values(4, 20, 30)}}
@@ -234,7 +234,7 @@ def test_bleu_by_length_plot():
 
 
 def test_training_curve_plot():
-    from fairseq_fusion_tools.cli import training_curve
+    from fairseq_fusion_tools.scoring import training_curve
 
     curves = {label: [{"num_updates": u, "bleu": b, "loss": 5.0, "nll_loss": 4.0, "ppl": 16.0}
                       for u, b in zip(range(1000, 11000, 1000), values(10, 10, 30))] for label in ("hier", "vanilla")}
@@ -256,7 +256,7 @@ def test_compare_plot():
 
 
 def test_embedding_expressivity_plot():
-    from fairseq_fusion_tools.cli import embedding_expressivity
+    from fairseq_fusion_tools.analysis import embedding_expressivity
 
     models = [{"path": p, "label": label, "curves": {"all": sorted(values(256, -6, 0), reverse=True),
                                                    "random half": sorted(values(128, -6, 0), reverse=True)}}
@@ -265,7 +265,7 @@ def test_embedding_expressivity_plot():
 
 
 def test_embedding_similarity_bilingual_plot():
-    from fairseq_fusion_tools.cli import embedding_similarity_bilingual
+    from fairseq_fusion_tools.analysis import embedding_similarity_bilingual
 
     results = [{"path": p, "label": label, "all": 0.3, "non_shared": 0.2}
                for p, label in ((CKPT, "SurfaceFusion"), (CKPT2, "Vanilla"))]
@@ -273,7 +273,7 @@ def test_embedding_similarity_bilingual_plot():
 
 
 def test_layer_attention_map_plot():
-    from fairseq_fusion_tools.cli import layer_attention_map
+    from fairseq_fusion_tools.analysis import layer_attention_map
 
     matrix = torch.softmax(torch.randn(6, 7, generator=torch.Generator().manual_seed(1)), -1)
     assert_readable(layer_attention_map.plot(matrix, CKPT), CKPT)
@@ -282,7 +282,7 @@ def test_layer_attention_map_plot():
 def test_layer_masking_plot():
     """The relative changes are drawn from the unmasked model: its score and length are stated (the user's report: the
     baseline BLEU was nowhere in the figure)."""
-    from fairseq_fusion_tools.cli import layer_masking
+    from fairseq_fusion_tools.analysis import layer_masking
 
     results = [{"masked_layer": n, "score_change": s, "length_change": c}
                for n, s, c in zip(range(7), values(7, -50, 5), values(7, -20, 20))]
@@ -295,10 +295,11 @@ def test_layer_masking_plot():
 
 def test_saved_png_is_the_checked_figure(tmp_path):
     """write_outputs saves the figure as built (constrained layout, title kept): the PNG is not blank or cut."""
-    from fairseq_fusion_tools.analysis import common, lexical_similarity
+    from fairseq_fusion_tools import outputs
+    from fairseq_fusion_tools.analysis import lexical_similarity
 
     result = {side: {ref: values(6) for ref in lexical_similarity.REFERENCES} for side in ("encoder", "decoder")}
-    common.write_outputs(str(tmp_path / "sim"), {"x": 1}, lexical_similarity.plot(result, f"of {CKPT}"))
+    outputs.write_outputs(str(tmp_path / "sim"), {"x": 1}, lexical_similarity.plot(result, f"of {CKPT}"))
     import matplotlib.image
 
     image = matplotlib.image.imread(os.path.join(tmp_path, "sim.png"))

@@ -42,7 +42,7 @@ def test_truecasing_follows_moses_rules(tmp_path):
     # German: "die" (3x inside) beats "Die"; "Katze" is only seen capitalized
     assert read(f"{out}/tok/test.de") == ["die Katze mag Paris .", "der Hund sass ."]
     assert read(f"{out}/tok/train.en")[0] == "the cat sat on the mat ."
-    from fairseq_fusion_tools.cli.prepare_text import TextPipeline
+    from fairseq_fusion.encoders.text_pipeline import TextPipeline
 
     assert TextPipeline(out, "en").tokenize("The Cat likes Paris.") == "the cat likes Paris ."
 
@@ -76,7 +76,7 @@ def test_separate_bpe_codes_per_language(tmp_path):
     """--separate-bpe: codes learned on each language alone, applied to that language (checked with subword-nmt)."""
     from subword_nmt.apply_bpe import BPE
 
-    from fairseq_fusion_tools.cli.prepare_text import TextPipeline
+    from fairseq_fusion.encoders.text_pipeline import TextPipeline
 
     src = data_paths.data_path("multi30k")
     out = str(tmp_path / "sep")
@@ -107,7 +107,7 @@ def test_preprocessed_release_is_binarized_as_it_is(tmp_path):
 
     from fairseq.data import Dictionary
 
-    from fairseq_fusion_tools.cli.prepare_text import TextPipeline
+    from fairseq_fusion.encoders.text_pipeline import TextPipeline
 
     src = data_paths.data_path("multi30k")
     ours = str(tmp_path / "ours")
@@ -162,9 +162,10 @@ def tree(folder):
 
 
 def prepare_in_process(argv):
-    from fairseq_fusion_tools.cli import prepare_text
+    from fairseq_fusion_tools.cli import prepare_text as prepare_text_cli
+    from fairseq_fusion_tools.prepare import prepare_text
 
-    return prepare_text.main(prepare_text.get_parser().parse_args(argv))
+    return prepare_text.main(prepare_text_cli.get_parser().parse_args(argv))
 
 
 def small_prepare_args(dest, *extra):
@@ -205,7 +206,7 @@ def test_failure_midway_leaves_the_old_folder_and_no_staging(prepared_copy, monk
     """A failure or Ctrl-C in a late step (after tokenization, BPE and prepare.json: the binarization) leaves
     the old folder byte-identical, also with --overwrite, and no staged folder behind; the new folder
     (without the old one's files) is in place only after a complete run, and its log names it."""
-    from fairseq_fusion_tools.cli import prepare_text
+    from fairseq_fusion_tools.prepare import prepare_text
 
     parent = os.path.dirname(prepared_copy)
     before = tree(prepared_copy)
@@ -234,7 +235,7 @@ def test_failure_midway_leaves_the_old_folder_and_no_staging(prepared_copy, monk
 def test_swap_restores_the_old_folder_when_the_new_one_cannot_take_its_place(tmp_path, monkeypatch):
     """--overwrite moves the old folder aside, then renames the new one into place: if that rename
     fails, the old folder is put back."""
-    from fairseq_fusion_tools.cli import prepare_text
+    from fairseq_fusion_tools.prepare import destination
 
     old = tmp_path / "data"
     write(str(old), "prepare.json", ["{}"])
@@ -246,9 +247,9 @@ def test_swap_restores_the_old_folder_when_the_new_one_cannot_take_its_place(tmp
             raise OSError("no room")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(prepare_text.os, "replace", failing_replace)
+    monkeypatch.setattr(destination.os, "replace", failing_replace)
     with pytest.raises(OSError, match="no room"):
-        with prepare_text.staged_folder(str(old)) as staged:
+        with destination.staged_folder(str(old)) as staged:
             write(staged, "prepare.json", ["{\"new\": 1}"])
     assert tree(str(old)) == before and os.listdir(tmp_path) == ["data"]
 
@@ -258,7 +259,7 @@ def test_add_test_interrupted_leaves_the_folder_as_it_was(prepared_copy, monkeyp
     nothing: the folder is byte-identical and nothing is staged in it."""
     from fairseq_cli import preprocess
 
-    from fairseq_fusion_tools.cli import prepare_text
+    from fairseq_fusion_tools.prepare import destination
 
     src = data_paths.data_path("multi30k")
     argv = ["-s", "en", "-t", "de", "--destdir", prepared_copy, "--max-lines", "30", "--workers", "1",
@@ -279,11 +280,11 @@ def test_add_test_interrupted_leaves_the_folder_as_it_was(prepared_copy, monkeyp
         real_rename(a, b)
         moved.append(b)
 
-    monkeypatch.setattr(prepare_text.os, "rename", rename_then_stop)
+    monkeypatch.setattr(destination.os, "rename", rename_then_stop)
     with pytest.raises(KeyboardInterrupt):
         prepare_in_process(argv)
     assert len(moved) == 2 and tree(prepared_copy) == before
-    monkeypatch.setattr(prepare_text.os, "rename", real_rename)
+    monkeypatch.setattr(destination.os, "rename", real_rename)
     prepare_in_process(argv)
     added = tree(prepared_copy)
     assert {k: v for k, v in added.items() if k in before} == before  # only new files

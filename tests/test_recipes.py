@@ -402,7 +402,8 @@ def test_two_stage_training_with_validation_bleu(tmp_path):
 
 def test_training_curve_reads_simple_and_json_logs(tmp_path):
     """Validation points from both of fairseq's log formats (lines as fairseq-train writes them); other lines skipped."""
-    from fairseq_fusion_tools.cli import training_curve
+    from fairseq_fusion_tools.cli import training_curve as training_curve_cli
+    from fairseq_fusion_tools.scoring import training_curve
 
     simple = tmp_path / "simple.log"
     simple.write_text(
@@ -423,7 +424,7 @@ def test_training_curve_reads_simple_and_json_logs(tmp_path):
     empty = tmp_path / "empty.log"
     empty.write_text("2026-01-01 10:00:00 | INFO | fairseq_cli.train | no validation here\n")
     with pytest.raises(SystemExit, match="has no 'valid' validation lines"):
-        training_curve.main(training_curve.get_parser().parse_args([str(empty), "--out", str(tmp_path / "o")]))
+        training_curve.main(training_curve_cli.get_parser().parse_args([str(empty), "--out", str(tmp_path / "o")]))
 
 
 def test_evaluate_without_checkpoints_to_average_names_the_alternatives(tmp_path):

@@ -9,8 +9,8 @@ import pytest
 from rouge155_fixture import FIXTURE, load_documents, newstest_path
 
 from fairseq_fusion.errors import FusionError
-from fairseq_fusion_tools.analysis import rouge_porter
-from fairseq_fusion_tools.analysis.rouge import KINDS, Rouge155Stemmer, document_scores, rouge_scores
+from fairseq_fusion_tools.scoring import rouge_porter
+from fairseq_fusion_tools.scoring.rouge import KINDS, Rouge155Stemmer, document_scores, rouge_scores
 
 with open(os.path.join(FIXTURE, "perl_rouge155.json"), encoding="utf-8") as f:
     PERL = json.load(f)

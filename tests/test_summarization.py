@@ -11,8 +11,8 @@ import pytest
 from conftest import REPO, run_cli, shell_env
 
 from fairseq_fusion_tools import data_paths
-from fairseq_fusion_tools.analysis import rouge_porter
-from fairseq_fusion_tools.analysis.rouge import document_scores, rouge_scores
+from fairseq_fusion_tools.scoring import rouge_porter
+from fairseq_fusion_tools.scoring.rouge import document_scores, rouge_scores
 
 # five summaries scored by ROUGE-1.5.5.pl (-e data -a -m -n 2 -d -z SPL, one sentence a line): per-document R, P,
 # F of ROUGE-1, ROUGE-2, ROUGE-L. Documents 2-5 need the exception lists (said/say, found/finding -> find, fed ->

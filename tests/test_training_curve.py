@@ -17,17 +17,18 @@ def write_log(folder, bleus):
 
 
 def run(argv):
-    from fairseq_fusion_tools.cli import training_curve
+    from fairseq_fusion_tools.cli import training_curve as training_curve_cli
+    from fairseq_fusion_tools.scoring import training_curve
 
-    return training_curve.main(training_curve.get_parser().parse_args(argv))
+    return training_curve.main(training_curve_cli.get_parser().parse_args(argv))
 
 
 def test_labels_name_the_curves(tmp_path, monkeypatch):
-    from fairseq_fusion_tools.analysis import common
+    from fairseq_fusion_tools import outputs
 
     a = write_log(tmp_path / "run" / "a" / "checkpoints", [10.0, 12.5])
     b = write_log(tmp_path / "run" / "b" / "checkpoints", [11.0, 13.0, 14.0])
-    titles, save = [], common.write_outputs
+    titles, save = [], outputs.write_outputs
 
     def check_then_write(out, data, fig=None):  # the figure as the command saves it
         assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["hier", "vanilla"]
@@ -35,7 +36,7 @@ def test_labels_name_the_curves(tmp_path, monkeypatch):
         titles.append(fig._suptitle.get_text())
         return save(out, data, fig)
 
-    monkeypatch.setattr(common, "write_outputs", check_then_write)
+    monkeypatch.setattr(outputs, "write_outputs", check_then_write)
     out = str(tmp_path / "curve")
     result = run([a, b, "--labels", "hier,vanilla", "--out", out])
     saved = json.load(open(out + ".json"))

@@ -1,8 +1,6 @@
 """Word alignment from encoder attention (Yang et al. 2020, §3.2, Fig. 4).
 
-- AER (Och & Ney 2003): with hypothesis links A, sure links S and possible links P (S ⊆ P),
-  summed over the corpus, precision = |A∩P|/|A|, recall = |A∩S|/|S| and
-  AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|). Links are sets (duplicates count once).
+- AER (Och & Ney 2003): ``scoring/alignment_links.py`` (links read and scored; fusion-aer).
 - Alignment from SEM (§3.2): the encoder attention of each decoder layer, heads averaged;
   sub-words are merged back to words (a target word's row is the mean of its sub-words'
   rows, a source word's column the sum of its sub-words' columns); each target word is
@@ -19,40 +17,16 @@ gold ``i-j`` sure / ``ipj`` possible, 1-indexed, source index first; hypotheses 
 ``i-j``, 0-indexed unless told otherwise.
 
 The corpus-level pass (streaming, batched, several checkpoints) is in ``alignment_stream``. torch is imported where
-it is used: fusion-aer reads and scores links without it.
+it is used.
 """
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Sequence, Set, Tuple
+from typing import List, Sequence, Tuple
 
 from .common import no_grad
+from ..scoring.alignment_links import Links
 from fairseq_fusion.guards.text_files import open_text
-
-Links = Set[Tuple[int, int]]
-_LINK = re.compile(r"^(\d+)([-p])(\d+)$")
-
-
-def parse_links(line: str, one_indexed: bool, where: str = "line") -> Tuple[Links, Links]:
-    """(sure, possible) links of one line, 0-indexed; possible includes sure."""
-    sure, possible = set(), set()
-    offset = 1 if one_indexed else 0
-    for tok in line.split():
-        m = _LINK.match(tok)
-        if m is None:
-            raise ValueError(f"{where}: bad alignment link {tok!r}; expected 'i-j' (sure) or 'ipj' (possible)")
-        i, j = int(m.group(1)) - offset, int(m.group(3)) - offset
-        if i < 0 or j < 0:
-            raise ValueError(f"{where}: link {tok!r} has an index below {offset}; is the file {'0' if one_indexed else '1'}-indexed?")
-        possible.add((i, j))
-        if m.group(2) == "-":
-            sure.add((i, j))
-    return sure, possible
-
-
-def read_links(path: str, one_indexed: bool) -> List[Tuple[Links, Links]]:
-    with open_text(path) as f:
-        return [parse_links(line, one_indexed, f"{path}:{n}") for n, line in enumerate(f, 1)]
 
 
 def read_parallel(path: str) -> List[Tuple[List[str], List[str]]]:
@@ -74,29 +48,6 @@ def check_lengths(gold: List[Tuple[Links, Links]], pairs, path: str):
         bad = [(i, j) for i, j in possible if i >= len(src) or j >= len(tgt)]
         if bad:
             raise ValueError(f"{path}:{n}: links {sorted(bad)[:3]} (0-indexed) outside {len(src)} source x {len(tgt)} target words")
-
-
-def alignment_error_rate(hyps: Sequence[Links], gold: Sequence[Tuple[Links, Links]]) -> Dict[str, float]:
-    """Corpus AER, precision and recall (fractions) and the number of hypothesis links."""
-    if len(hyps) != len(gold):
-        raise ValueError(f"{len(hyps)} hypothesis lines but {len(gold)} gold lines")
-    a = s = a_s = a_p = 0
-    for hyp, (sure, possible) in zip(hyps, gold):
-        hyp = set(hyp)
-        a += len(hyp)
-        s += len(sure)
-        a_s += len(hyp & sure)
-        a_p += len(hyp & possible)
-    return {
-        "aer": 1.0 - (a_s + a_p) / (a + s) if a + s else 0.0,
-        "precision": a_p / a if a else 0.0,
-        "recall": a_s / s if s else 0.0,
-        "links": a,
-    }
-
-
-def reverse_links(links: Links) -> Links:
-    return {(j, i) for i, j in links}
 
 
 def word_alignment(attn: torch.Tensor, src_words: Sequence[int], tgt_words: Sequence[int]) -> Links:

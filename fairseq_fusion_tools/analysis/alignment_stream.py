@@ -2,8 +2,8 @@
 
 Sentence pairs and gold lines are read one at a time, aligned in batches, and only running
 counts are kept: per layer |A|, |S|, |A∩S|, |A∩P| (AER) and the covered source words of
-C<=i (Eq. 2). Memory does not grow with the number of sentences. torch is imported where it is used (fusion-aer
-runs without it).
+C<=i (Eq. 2), in ``AlignmentStats`` (``scoring/alignment_links.py``). Memory does not grow with the number of
+sentences. torch is imported where it is used.
 """
 import itertools
 from typing import Iterable, Iterator, List, Optional, Tuple
@@ -12,6 +12,7 @@ from fairseq_fusion.guards.text_files import open_text
 
 from . import alignment
 from .common import no_grad
+from ..scoring.alignment_links import AlignmentStats, reverse_links
 
 
 def iter_parallel(path: str) -> Iterator[Tuple[List[str], List[str]]]:
@@ -22,13 +23,6 @@ def iter_parallel(path: str) -> Iterator[Tuple[List[str], List[str]]]:
             if len(parts) != 2:
                 raise ValueError(f"{path}:{n}: expected 'source ||| target', got {line.strip()[:80]!r}")
             yield parts[0].split(), parts[1].split()
-
-
-def iter_links(path: str, one_indexed: bool) -> Iterator[Tuple[alignment.Links, alignment.Links]]:
-    """(sure, possible) links of each line, 0-indexed."""
-    with open_text(path) as f:
-        for n, line in enumerate(f, 1):
-            yield alignment.parse_links(line, one_indexed, f"{path}:{n}")
 
 
 def zip_strict(a: Iterable, b: Iterable, a_name: str, b_name: str):
@@ -52,43 +46,6 @@ def lowercase_sides(task, lowercase: Optional[bool]) -> Tuple[bool, bool]:
     if lowercase is not None:
         return lowercase, lowercase
     return (not dictionary_is_cased(task.source_dictionary), not dictionary_is_cased(task.target_dictionary))
-
-
-class AlignmentStats:
-    """Running per-layer AER counts and cumulative coverage (Eq. 2) over sentences."""
-
-    def __init__(self, n_layers: int):
-        self.counts = [dict(a=0, s=0, a_s=0, a_p=0) for _ in range(n_layers)]
-        self.covered = [0] * n_layers
-        self.source_words = 0
-        self.sentences = 0
-
-    def add(self, per_layer: List[alignment.Links], n_source_words: int, gold=None, source_of=lambda link: link[0]):
-        """One sentence: ``per_layer`` links (file order); C<=i counts ``source_of(link)``."""
-        seen = set()
-        for layer, links in enumerate(per_layer):
-            seen.update(source_of(link) for link in links)
-            self.covered[layer] += len(seen)
-            if gold is not None:
-                sure, possible = gold
-                c = self.counts[layer]
-                c["a"] += len(links)
-                c["s"] += len(sure)
-                c["a_s"] += len(links & sure)
-                c["a_p"] += len(links & possible)
-        self.source_words += n_source_words
-        self.sentences += 1
-
-    def layers(self, with_gold: bool):
-        rows = []
-        for n, (c, cov) in enumerate(zip(self.counts, self.covered), 1):
-            row = {"layer": n, "cumulative_coverage": cov / self.source_words if self.source_words else 0.0}
-            if with_gold:
-                a, s = c["a"], c["s"]
-                row.update(aer=1.0 - (c["a_s"] + c["a_p"]) / (a + s) if a + s else 0.0,
-                           precision=c["a_p"] / a if a else 0.0, recall=c["a_s"] / s if s else 0.0, links=a)
-            rows.append(row)
-        return rows
 
 
 def _prepare(pair, task, bpe, swap, lower):
@@ -128,7 +85,7 @@ def align_batches(model, task, pairs: Iterable, bpe=None, swap=False, lower=(Fal
             per_layer = []
             for attn in attns:
                 links = alignment.word_alignment(attn[b, :n_tgt, start: start + n_src].cpu(), src_index, tgt_index)
-                per_layer.append(alignment.reverse_links(links) if swap else links)
+                per_layer.append(reverse_links(links) if swap else links)
             yield per_layer, unk
 
 
@@ -173,7 +130,7 @@ def _checked(pairs, gold):
 
 def plot(entries, title=""):
     """AER (a) and C<=i (b) by decoder layer, one line per checkpoint (Figs. 4-7 overlaid)."""
-    from .common import checkpoint_styles, figure_title, new_figure
+    from ..outputs import checkpoint_styles, figure_title, new_figure
 
     with_aer = all("aer" in r for e in entries for r in e["layers"])
     fig, axes = new_figure(1, 2 if with_aer else 1, figsize=(9 if with_aer else 4.8, 3.4), squeeze=False)

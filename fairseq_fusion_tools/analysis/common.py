@@ -1,6 +1,7 @@
-"""Shared plumbing of the analysis commands: load, iterate, capture, write.
+"""Shared plumbing of the analysis commands: their options, load a checkpoint, iterate a split, capture states.
 
-torch is imported where it is used: the scorers import this module in an environment without torch (cli/__init__.py).
+Writing the results (OUT.json, OUT.png, the lock on --out) and the figures' shared parts are in
+``fairseq_fusion_tools/outputs.py``, shared with the scorers. torch is imported where it is used.
 """
 import argparse
 import functools
@@ -11,7 +12,6 @@ from typing import Dict, Iterable, List, Optional
 
 import numpy as np
 
-from .. import atomic_files
 from ..progress import progress
 
 
@@ -231,93 +231,3 @@ def capture_blocks(model, names: Iterable[str]):
             layer.blocks[block] = method
 
 
-def locked(args):
-    """Claim the command's ``--out`` (OUT.lock, held until the process exits): a second command
-    writing the same OUT while this one runs is refused. Every analysis command's ``cli_main`` calls
-    this on its parsed arguments; returns them."""
-    if getattr(args, "out", None):
-        atomic_files.claim(args.out + ".lock", f"--out {args.out}")
-    return args
-
-
-def write_outputs(out_prefix: str, data: dict, fig=None):
-    """Write OUT.json (and OUT.png when a matplotlib figure is given), each atomically; returns the paths."""
-    paths = [out_prefix + ".json"]
-    atomic_files.write_json(paths[0], data)
-    if fig is not None:
-        paths.append(out_prefix + ".png")
-        import matplotlib.pyplot as plt
-
-        try:
-            atomic_files.save_figure(fig, paths[1], dpi=120, bbox_inches="tight")
-        finally:
-            plt.close(fig)
-    for p in paths:
-        print(f"| wrote {p}")
-    return paths
-
-
-def new_figure(*args, **kwargs):
-    """``plt.subplots`` with matplotlib's constrained layout (titles, labels and legends kept apart)."""
-    import logging
-
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's root logger is verbose
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    kwargs.setdefault("layout", "constrained")
-    return plt.subplots(*args, **kwargs)
-
-
-def figure_title(fig, title, **kwargs):
-    """The figure's suptitle (what it shows, of which checkpoints or inputs), wrapped to the figure's width."""
-    import textwrap
-
-    width = max(40, int(fig.get_figwidth() * 120 / kwargs.get("fontsize", 10)))
-    fig.suptitle("\n".join(textwrap.wrap(title, width, break_on_hyphens=False)), **kwargs)
-    return fig
-
-
-LINESTYLES = ("-", "--", ":", "-.")
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-
-
-def checkpoint_styles(n):
-    """Line properties that tell ``n`` overlaid checkpoints apart, in colour and in black and white: each its own
-    colour, line style and marker (matplotlib's ten colours; (colour, line style) repeats only after 20)."""
-    return [{"color": f"C{i % 10}", "linestyle": LINESTYLES[i % len(LINESTYLES)], "marker": MARKERS[i % len(MARKERS)]}
-            for i in range(n)]
-
-
-def integer_axis(ax, axis="x"):
-    """Ticks at whole numbers only (a layer, a bin): matplotlib's default puts 1.25, 1.5 between two layers."""
-    from matplotlib.ticker import MaxNLocator
-
-    getattr(ax, axis + "axis").set_major_locator(MaxNLocator(integer=True))
-    return ax
-
-
-NA_COLOUR = "lightgrey"
-
-
-def heatmap(ax, grid, cmap, vmin=None, vmax=None, fmt="{:.3f}", dark_above=None, **imshow_kwargs):
-    """``grid`` (rows x columns, NaN = n/a) drawn with its values written in the cells; an n/a cell is grey, hatched
-    and labelled "n/a", apart from every value's colour (imshow would leave it blank: the colour of 0 in most maps).
-    Values above ``dark_above`` are written in white. Returns the image (for a colorbar)."""
-    import matplotlib
-    from matplotlib.patches import Rectangle
-
-    grid = np.asarray(grid, dtype=float)
-    cmap = matplotlib.colormaps[cmap].with_extremes(bad=NA_COLOUR)
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", **imshow_kwargs)
-    for (row, col), value in np.ndenumerate(grid):
-        if np.isnan(value):
-            ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, hatch="//", edgecolor="grey", linewidth=0,
-                                   gid="n/a"))
-            ax.text(col, row, "n/a", ha="center", va="center", color="dimgrey", fontsize=9)
-        elif fmt:
-            dark = dark_above is not None and value > dark_above
-            ax.text(col, row, fmt.format(value), ha="center", va="center", color="white" if dark else "black", fontsize=9)
-    return image

@@ -164,7 +164,7 @@ def _contrawsd_acc(c):
 
 def plot(result: dict, title=""):
     """Accuracy (MuCoW: precision and recallA) per word, and per domain / frequency bin."""
-    from .common import figure_title, new_figure
+    from ..outputs import figure_title, new_figure
 
     mucow = result["suite"] == "MuCoW"
     second = "by_domain" if mucow else "by_frequency"

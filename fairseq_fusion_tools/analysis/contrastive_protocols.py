@@ -147,7 +147,7 @@ def evaluate(items, scores: Dict[tuple, tuple], protocol: str, normalize: bool =
 
 def plot(results: Dict[str, dict], title=""):
     """Accuracy per category (each protocol) and per distance bin (LingEval97), one panel each."""
-    from .common import figure_title, new_figure
+    from ..outputs import figure_title, new_figure
 
     panels = [(p, "by_category") for p in results] + [(p, "by_distance") for p in results if "by_distance" in results[p]]
     widths = [max(3.0, 1.2 + 0.22 * len(results[p][key])) for p, key in panels]  # room for each vertical label

@@ -314,7 +314,7 @@ def plot(entries, title=""):
     """Recovery PPL by layer: one row per side, one panel per module (Fig. 3 and Fig. 8), one
     line per checkpoint (its own colour and marker); each checkpoint's zero-representation baseline is a dashed line
     of its colour."""
-    from .common import checkpoint_styles, figure_title, new_figure
+    from ..outputs import checkpoint_styles, figure_title, new_figure
 
     sides = list(entries[0]["ppl"])
     modules = [m for m in PANELS if any(m in e["ppl"][s] for e in entries for s in sides)]

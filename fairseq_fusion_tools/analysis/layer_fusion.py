@@ -3,7 +3,7 @@
 - ``layer_attention_matrix``: Fig. 1, the weight each decoder layer gives each encoder layer,
   averaged over the D dimensions (eval mode: no DropConnect);
 - ``masking_sweep``: §3.3 / Fig. 2, relative change of the task's metric (BLEU for translation,
-  ``analysis.metrics``) and output length when encoder layer n is masked at inference (weight
+  ``scoring.metrics``) and output length when encoder layer n is masked at inference (weight
   zeroed, the others renormalized), with fairseq's generation options;
 - ``expressivity_curves``: Fig. 3-4, normalized log singular values ln(sigma_i / sigma_1) of an
   embedding matrix, and of its more-/less-attended halves of dimensions ordered by the top
@@ -96,8 +96,8 @@ def decode_split(model, task, split, gen_args=None, post_process="subword_nmt", 
 
 
 def score_and_length(hyps, refs, metric="bleu"):
-    """The corpus ``metric`` (``analysis.metrics``; bleu = tokenized BLEU, the paper's) and mean length in words."""
-    from .metrics import get_metric
+    """The corpus ``metric`` (``scoring.metrics``; bleu = tokenized BLEU, the paper's) and mean length in words."""
+    from ..scoring.metrics import get_metric
 
     return {"metric": metric, "score": get_metric(metric)(hyps, refs),
             "length": sum(len(h.split()) for h in hyps) / max(len(hyps), 1), "sentences": len(hyps)}

@@ -109,7 +109,7 @@ def plot(results, title=""):
     """``results``: checkpoint label -> gate statistics. One row per gate (stack, attention, r^K or r^V), columns: mean
     (+- std band) by layer, mean by frequency bin, histogram of the values; the checkpoints overlaid, each in its own
     colour, line style and marker (one legend below)."""
-    from .common import checkpoint_styles, figure_title, integer_axis, new_figure
+    from ..outputs import checkpoint_styles, figure_title, integer_axis, new_figure
 
     groups = {label: site_groups(gates) for label, gates in results.items()}
     rows = sorted({key for g in groups.values() for key in g},  # encoder self-, decoder self-, encoder-attention

@@ -193,7 +193,7 @@ def probe(stores, dictionaries, group_size=4, n_bins=10, log=print, **train_kwar
 
 
 def plot(result, title=""):
-    from .common import figure_title, new_figure
+    from ..outputs import figure_title, new_figure
     from .lexical_states import layer_labels
 
     sides = list(result)

@@ -51,7 +51,7 @@ def stream_similarity(model, task, split, max_tokens=4000, max_sentences=None) -
 
 
 def plot(result, title=""):
-    from .common import figure_title, new_figure
+    from ..outputs import figure_title, new_figure
 
     fig, ax = new_figure(figsize=(6, 4))
     for side, style in zip(result, ("-", "--")):

@@ -1,19 +1,7 @@
-"""Shared helpers of the command-line tools."""
+"""The command-line parsers' shared helpers: the --help description, help texts as sentences, fairseq-generate's
+options.
+"""
 import argparse
-import os
-import shutil
-import sys
-
-
-def console_script(name):
-    """Path of a console script (fairseq-train, ...) of this Python's environment, or its bare name on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), name)
-    if os.path.exists(beside):
-        return beside
-    found = shutil.which(name)
-    if found is None:
-        raise FileNotFoundError(f"{name} not found beside {sys.executable} nor on PATH: is fairseq installed (make install)?")
-    return found
 
 
 def description_of(doc):

@@ -7,12 +7,11 @@ on the embedding layer. Several checkpoints can be compared (Fig. 4: vanilla vs 
       --labels FGLA,Vanilla --out results/expressivity
 """
 import argparse
-import ast
 
-from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, write_outputs
-from ..analysis.layer_fusion import expressivity_curves
+from .. import outputs
+from ..analysis import embedding_expressivity
+from ..analysis.common import add_checkpoint_args
 from ._tools import description_of
-from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():
@@ -26,37 +25,8 @@ def get_parser():
     return p
 
 
-def plot(models, embedding):
-    """The curves of each checkpoint (``models``: [{path, label, curves: {name: values}}]) in one panel."""
-    fig, ax = new_figure(figsize=(6, 4))
-    for entry in models:
-        for name, values in entry["curves"].items():
-            ax.plot(values, label=f"{entry['label']}: {name}" if len(models) > 1 else name)
-    ax.set_xlabel("index of singular value")
-    ax.set_ylabel("ln(sigma_i / sigma_1)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return figure_title(fig, f"Singular values of the {embedding} embeddings of {', '.join(m['path'] for m in models)}",
-                        fontsize=10)
-
-
-def main(args):
-    paths = [args.path] + list(args.compare)
-    labels = args.labels.split(",") if args.labels else paths
-    if len(labels) != len(paths):
-        fail(f"fusion-embedding-expressivity: --labels has {len(labels)} names for {len(paths)} checkpoints")
-    models = []
-    for path, label in zip(paths, labels):
-        model, _, _ = load_model(path, args.data, ast.literal_eval(args.model_overrides), cpu=True)
-        models.append({"path": path, "label": label, "curves": expressivity_curves(model, args.embedding, args.seed)})
-    write_outputs(args.out, {"embedding": args.embedding, "models": models}, plot(models, args.embedding))
-    for entry in models:
-        for name, values in entry["curves"].items():
-            print(f"| {entry['label']} {name}: mean ln(sigma/sigma_1) = {sum(values) / len(values):.3f} over {len(values)} values")
-
-
 def cli_main():
-    main(locked(get_parser().parse_args()))
+    embedding_expressivity.main(outputs.locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

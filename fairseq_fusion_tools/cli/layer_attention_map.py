@@ -4,10 +4,10 @@ encoder layers (Liu et al. 2021, Fig. 1), weights averaged over the dimensions.
   fusion-layer-attention-map --path ckpt/checkpoint_best.pt --out results/layer_attention
 """
 import argparse
-import ast
 
-from ..analysis.common import add_checkpoint_args, figure_title, load_model, locked, new_figure, technique_of, write_outputs
-from ..analysis.layer_fusion import layer_attention_matrix
+from .. import outputs
+from ..analysis import layer_attention_map
+from ..analysis.common import add_checkpoint_args
 from ._tools import description_of
 
 
@@ -18,36 +18,8 @@ def get_parser():
     return p
 
 
-def plot(matrix, path):
-    """Heatmap of ``matrix`` (decoder layers x encoder layers 0..N) with its values, titled with the checkpoint."""
-    m, n1 = matrix.shape
-    fig, ax = new_figure(figsize=(2.4 + 0.9 * m, 1.6 + 0.7 * n1))
-    im = ax.imshow(matrix.T.numpy(), origin="lower", cmap="viridis", aspect="auto")
-    for i in range(m):
-        for j in range(n1):
-            ax.text(i, j, f"{matrix[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
-    ax.set_xticks(range(m), [str(i + 1) for i in range(m)])
-    ax.set_yticks(range(n1), ["emb"] + [str(j) for j in range(1, n1)])
-    ax.set_xlabel("decoder layer")
-    ax.set_ylabel("encoder layer")
-    fig.colorbar(im, ax=ax)
-    return figure_title(fig, f"Layer attention of {path}", fontsize=9)
-
-
-def main(args):
-    model, _, _ = load_model(args.path, args.data, ast.literal_eval(args.model_overrides), cpu=True)
-    with technique_of(args.path, "fusion-layer-attention-map"):
-        matrix = layer_attention_matrix(model)  # decoder layers x encoder layers
-    fig = plot(matrix, args.path)
-    data = {"path": args.path, "weights": matrix.tolist(),
-            "rows": "decoder layers 1..M", "columns": "encoder layers 0 (word embeddings)..N"}
-    write_outputs(args.out, data, fig)
-    for i, row in enumerate(matrix.tolist()):
-        print(f"| decoder layer {i + 1}: " + " ".join(f"{w:.3f}" for w in row))
-
-
 def cli_main():
-    main(locked(get_parser().parse_args()))
+    layer_attention_map.main(outputs.locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

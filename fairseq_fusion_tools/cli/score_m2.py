@@ -1,16 +1,15 @@
 """fusion-score-m2: precision, recall and F0.5 of grammatical error corrections with the MaxMatch (M2) scorer.
 
-The official NUS scorer's algorithm (Dahlmeier & Ng 2012; ``analysis/m2.py``), the metric of Liu et
+The official NUS scorer's algorithm (Dahlmeier & Ng 2012; ``scoring/m2.py``), the metric of Liu et
 al. 2021 on CoNLL-2014. The corrections are a ``fairseq-generate`` log (``--hyp-format generate``:
 the ``H-`` lines with BPE removed, in sentence-id order) or one sentence per line (``text``), tokenized
 as the gold file's ``S`` lines. Writes OUT.json (P, R, F and the edit counts).
 """
 import argparse
 
-from ..analysis import common, evaluation
-from ..analysis.m2 import M2FormatError, score_m2
+from .. import outputs
+from ..scoring import score_m2 as scorer
 from ._tools import description_of
-from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():
@@ -28,28 +27,8 @@ def get_parser():
     return p
 
 
-def main(args):
-    if args.hyp_format == "generate":
-        found = evaluation.read_generate_output(args.hyp)
-        hyps = found["D"] or found["H"]
-    else:
-        hyps = evaluation.read_lines(args.hyp)
-    try:
-        r = score_m2(hyps, args.gold, beta=args.beta, max_unchanged_words=args.max_unchanged_words,
-                     ignore_whitespace_casing=args.ignore_whitespace_casing, hyp_name=args.hyp)
-    except (M2FormatError, ValueError, FileNotFoundError) as e:
-        fail(f"fusion-score-m2: {e}")
-    c = r["counts"]
-    print(f"| M2: P {100 * r['precision']:.2f} R {100 * r['recall']:.2f} F{args.beta:g} {100 * r['f_beta']:.2f} "
-          f"(correct {c['correct']}, proposed {c['proposed']}, gold {c['gold']}; {c['sentences']} sentences)")
-    result = {"scorer": "M2 (nusnlp/m2scorer's algorithm)", "max_unchanged_words": args.max_unchanged_words,
-              "ignore_whitespace_casing": args.ignore_whitespace_casing, **r}
-    common.write_outputs(args.out, result)
-    return result
-
-
 def cli_main():
-    main(common.locked(get_parser().parse_args()))
+    scorer.main(outputs.locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ without .pt, prefixed by its position when two names are the same) and OUT.png (
 overlaid).
 """
 import argparse
-import ast
-import os
 
-from ..analysis import lexical_gates as gates
-from ..analysis.common import add_common_args, load_model, locked, technique_of, write_outputs
+from .. import outputs
+from ..analysis import shortcut_gates
+from ..analysis.common import add_common_args
 from ._tools import description_of
 
 
@@ -25,32 +24,8 @@ def get_parser():
     return p
 
 
-def labels(paths):
-    names = [os.path.splitext(os.path.basename(p))[0] for p in paths]
-    return [n if names.count(n) == 1 else f"{i}-{n}" for i, n in enumerate(names)]
-
-
-def main(args):
-    results, entries = {}, []
-    for path, label in zip(args.path, labels(args.path)):
-        model, task, cfg = load_model(path, args.data, ast.literal_eval(args.model_overrides), args.cpu)
-        with technique_of(path, "fusion-shortcut-gates"):
-            result = gates.gate_statistics(model, task, args.split, args.max_tokens, args.sentences, args.bins)
-        del model
-        print(f"| {path}")
-        for name, s in result.items():
-            print(f"| {name:32s} mean {s['mean']:.3f} std {s['std']:.3f} >0.5: {s['share_above_0.5']:.3f}")
-        entry = {"checkpoint": path, "label": label, "arch": cfg.model.arch, "split": args.split, "gates": result}
-        write_outputs(f"{args.out}.{label}", entry)
-        results[label] = result
-        entries.append(entry)
-    data = {"split": args.split, "checkpoints": entries}
-    write_outputs(args.out, data, gates.plot(results, f"of {', '.join(args.path)} ({args.split})"))
-    return data
-
-
 def cli_main():
-    main(locked(get_parser().parse_args()))
+    shortcut_gates.main(outputs.locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

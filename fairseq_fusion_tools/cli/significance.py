@@ -6,10 +6,9 @@ the 95% confidence interval and the p-value of each system against the baseline;
 """
 import argparse
 
-from ..analysis import common, evaluation
-from .bleu_by_length import parse_systems
+from .. import outputs
+from ..scoring import significance
 from ._tools import description_of
-from fairseq_fusion_tools.user_files import fail
 
 
 def get_parser():
@@ -26,41 +25,8 @@ def get_parser():
     return p
 
 
-def main(args):
-    (base_name, base_path), = parse_systems([args.baseline]).items()
-    systems = parse_systems(args.sys)
-    if base_name in systems:
-        fail(f"--sys: {base_name!r} is the baseline's name")
-    try:
-        if args.test == "sign":
-            result = evaluation.sign_test(
-                evaluation.read_lines(args.ref), evaluation.read_lines(base_path),
-                {n: evaluation.read_lines(p) for n, p in systems.items()}, base_name, args.tokenized)
-            for s in result["systems"]:
-                print(f"{s['name']}\tBLEU {s['bleu']:.2f}  +{s['better']} -{s['worse']} ={s['ties']}  p = {s['p_value']:.4g}"
-                      f"{' *' if s['p_value'] < 0.05 else ''}")
-            if args.out:
-                common.write_outputs(args.out, result)
-            return result
-        result = evaluation.paired_significance(
-            evaluation.read_lines(args.ref), evaluation.read_lines(base_path),
-            {n: evaluation.read_lines(p) for n, p in systems.items()},
-            args.test, args.n_samples, base_name, args.tokenized)
-    except ValueError as e:
-        fail(f"fusion-significance: {e}")
-    print(result["signature"])
-    for s in result["systems"]:
-        p = "" if s["p_value"] is None else f"  p = {s['p_value']:.4f}{' *' if s['p_value'] < 0.05 else ''}"
-        p = "  same output as the baseline (not tested)" if s.get("same_output") else p
-        ci = "" if s["ci"] is None else f"  ({s['mean']:.2f} +- {s['ci']:.2f})"
-        print(f"{s['name']}\tBLEU {s['bleu']:.2f}{ci}{p}")
-    if args.out:
-        common.write_outputs(args.out, result)
-    return result
-
-
 def cli_main():
-    main(common.locked(get_parser().parse_args()))
+    significance.main(outputs.locked(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

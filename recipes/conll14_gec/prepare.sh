@@ -71,7 +71,7 @@ raw="$WORK/raw"
 mkdir -p "$raw"
 "$PYTHON" - "$local_dir" "$test_m2" "$raw" "$keep" "${max_lines:-0}" <<'PY' || die "reading the GEC data failed"
 import sys
-from fairseq_fusion_tools.analysis.m2 import m2_to_parallel
+from fairseq_fusion_tools.scoring.m2 import m2_to_parallel
 
 local, test_m2, raw, keep, max_lines = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", int(sys.argv[5])
 kept = total = 0

@@ -14,7 +14,7 @@ import tempfile
 from nltk.stem.porter import PorterStemmer
 
 from fairseq_fusion_tools import data_paths
-from fairseq_fusion_tools.analysis.rouge import EXCEPTION_FILES, Rouge155Stemmer, document_scores, tokenize
+from fairseq_fusion_tools.scoring.rouge import EXCEPTION_FILES, Rouge155Stemmer, document_scores, tokenize
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tests/, for rouge155_fixture

@@ -193,7 +193,7 @@ def bleu_by_length(sources: Sequence[str], refs: Sequence[str], systems: Dict[st
 
 
 def plot_bleu_by_length(result: dict, title: Optional[str] = None):
-    from .common import figure_title, new_figure
+    from ..outputs import figure_title, new_figure
 
     fig, ax = new_figure(figsize=(5, 3.5))
     x = list(range(len(result["buckets"])))

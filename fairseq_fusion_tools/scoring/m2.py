@@ -21,7 +21,7 @@ the official function each step mirrors is named in the docstrings:
    P = correct / proposed, R = correct / gold, F_beta of P and R.
 
 ``score_m2(hyps, gold_path)`` returns the counts and P, R, F; the metric ``m2:GOLD.m2`` (F0.5 x 100)
-is registered in ``analysis/metrics.py``.
+is registered in ``scoring/metrics.py``.
 """
 import math
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple

@@ -9,7 +9,7 @@ F0.5 for grammatical error correction).
 - ``sacrebleu``: sacreBLEU with its default 13a tokenizer (for detokenized output);
 - ``chrf``: sacreBLEU's chrF;
 - ``rouge1``, ``rouge2``, ``rougeL``: ROUGE F1 exactly as ROUGE-1.5.5 ``-c 95 -r 1000 -n 2 -a -m`` prints it
-  (``analysis/rouge.py``: a port of ROUGE-1.5.5.pl, its Porter stemmer and WordNet exceptions included;
+  (``scoring/rouge.py``: a port of ROUGE-1.5.5.pl, its Porter stemmer and WordNet exceptions included;
   ROUGE-L summary-level over sentences), the metric of Liu et al. 2021 on CNN/DM.
 
 A metric that needs more than the references takes an argument: ``NAME:ARG`` (e.g. ``m2:gold.m2``)
