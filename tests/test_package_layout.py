@@ -166,3 +166,11 @@ def test_the_plugin_never_reaches_its_tools_through_sys_modules():
     loaded = eval(out.stdout.strip().splitlines()[-1])
     assert "fairseq_fusion.guards.entry_checks" in loaded  # the probe did load the plugin with its guards
     assert not [m for m in loaded if m.startswith("fairseq_fusion_tools")]
+
+
+def test_no_module_of_either_package_is_git_ignored():
+    """A package folder named like a run's output (``checkpoints/``, ``work/``) would be left out of every clone."""
+    paths = [os.path.relpath(path, REPO) for path, _ in modules().values()]
+    out = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr
+    assert not out.stdout.split(), f"git ignores: {out.stdout.split()}"
