@@ -174,3 +174,41 @@ def test_no_module_of_either_package_is_git_ignored():
     out = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=REPO, capture_output=True, text=True)
     assert out.returncode in (0, 1), out.stderr
     assert not out.stdout.split(), f"git ignores: {out.stdout.split()}"
+
+
+def thin_entry_point_breaches(source):
+    """What a ``cli/`` module holds beyond a thin entry point: its docstring, imports, ``get_parser`` (defined or
+    taken from its family), ``cli_main`` of one statement (parse, call one function) and the ``__main__`` guard."""
+    breaches = []
+    for i, node in enumerate(ast.parse(source).body):
+        allowed = (
+            (i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+            or isinstance(node, (ast.Import, ast.ImportFrom))
+            or (isinstance(node, ast.FunctionDef) and node.name == "get_parser")
+            or (isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["get_parser"])
+            or (isinstance(node, ast.FunctionDef) and node.name == "cli_main" and len(node.body) == 1
+                and not isinstance(node.body[0], (ast.If, ast.For, ast.While, ast.With, ast.Try)))
+            or (isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"))
+        if not allowed:
+            breaches.append(f"line {node.lineno}: {ast.unparse(node).splitlines()[0][:80]}")
+    return breaches
+
+
+def test_thin_entry_point_rule_finds_logic():
+    thin = '"""fusion-x."""\nimport argparse\n\n\ndef get_parser():\n    return argparse.ArgumentParser()\n\n\n' \
+           'def cli_main():\n    family.main(get_parser().parse_args())\n\n\nif __name__ == "__main__":\n    cli_main()\n'
+    assert thin_entry_point_breaches(thin) == []
+    assert thin_entry_point_breaches(thin + "\n\ndef main(args):\n    pass\n") == ["line 17: def main(args):"]
+    assert thin_entry_point_breaches(thin.replace("    family.main", "    args = 1\n    family.main")) == [
+        "line 9: def cli_main():"]
+
+
+def test_every_cli_module_is_a_thin_entry_point():
+    folder = os.path.join(REPO, "fairseq_fusion_tools", "cli")
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py") and name not in ("__init__.py", "_tools.py"):
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                found[name] = thin_entry_point_breaches(f.read())
+    assert len(found) > 25
+    assert not {k: v for k, v in found.items() if v}
