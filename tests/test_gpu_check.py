@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from fairseq_fusion_tools import gpu_check, gpu_check_report, gpu_check_train
+from fairseq_fusion_tools.gpu import check as gpu_check, check_report as gpu_check_report, check_train as gpu_check_train
 from conftest import run_cli
 
 TOL = {"fp16": 0.05, "bf16": 0.10}
@@ -147,7 +147,7 @@ def fake_report():
         archs.append({"arch": arch, "params": 2.5e6, "runs": runs, "passed": not problems, "problems": problems})
     bench_rows = [{"arch": "transformer_phrase", "params": 1e8, "beam": 4, "runs": 1, "train": (0.5, 0.5, 0.5),
                    "decode": (0.6, 0.6, 0.6), "memory": 2.1, "paper": (None, None)}]
-    from fairseq_fusion_tools import benchmark_report
+    from fairseq_fusion_tools.benchmark import report as benchmark_report
 
     return {
         "passed": False, "date": "2026-01-01 10:00", "elapsed_s": 512.0, "archs_passed": 1, "archs": archs,

@@ -238,7 +238,8 @@ def test_installed_copy_with_torch_says_what_it_lacks(wheel, tmp_path):
 
 
 def test_recipes_and_data_outside_the_repository(monkeypatch, tmp_path):
-    from fairseq_fusion_tools import data_paths, gpu_check
+    from fairseq_fusion_tools import data_paths
+    from fairseq_fusion_tools.gpu import check as gpu_check
 
     assert data_paths.in_repository()
     monkeypatch.setattr(data_paths, "RECIPES_DIR", str(tmp_path / "recipes"))  # as in site-packages

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import BIN, REPO, run_cli, unwritable_folder
-from fairseq_fusion_tools import gpu_check
+from fairseq_fusion_tools.gpu import check as gpu_check
 from conftest import tiny_train_args as tiny_train
 from fairseq_fusion import errors
 from fairseq_fusion.errors import PREFIX, FusionError

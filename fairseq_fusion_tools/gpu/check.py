@@ -5,9 +5,9 @@
 2. Every registered ``fusion_transformer`` arch (discovered from fairseq's registry) is trained ``--updates``
    updates at the demo's size (d=128, 3+3 layers) in fp32, ``--fp16`` and ``--bf16`` (where
    ``torch.cuda.is_bf16_supported()``), same seed and data order, all in this one process
-   (``gpu_check_train``); each run is validated and decodes ``--decode-sentences`` test sentences (sacreBLEU).
+   (``check_train``); each run is validated and decodes ``--decode-sentences`` test sentences (sacreBLEU).
    A half-precision run passes when its validation loss is within ``--fp16-tolerance`` / ``--bf16-tolerance``
-   (relative) of the fp32 run's (``gpu_check_report``).
+   (relative) of the fp32 run's (``check_report``).
 3. With two or more GPUs: ``fairseq-train --distributed-world-size 2 --fp16`` for ``--ddp-archs``.
 4. The README's base-size benchmark on the GPU (``SIZE=base bash recipes/benchmark/run.sh --fp16``, the 7 headline
    archs) with what is left of ``--budget-minutes``; stopped at the budget, the pairs finished by then are reported.
@@ -26,9 +26,10 @@ import subprocess
 import sys
 import time
 
-from . import atomic_files, gpu_check_report, gpu_check_train
+from .. import atomic_files
+from . import check_report, check_train
 from fairseq_fusion_tools.user_files import fail
-from .gpu_check_train import BF16_NOTE, train_argv
+from .check_train import BF16_NOTE, train_argv
 
 DTYPES = ("fp32", "fp16", "bf16")
 DDP_ARCHS = "transformer_lexical_shortcuts_ff,transformer_phrase"
@@ -103,7 +104,7 @@ def check_args(args):
 
 
 def select_archs(spec):
-    from .benchmark import fusion_archs
+    from ..fairseq_runs import fusion_archs
 
     registered = fusion_archs()
     if spec == "all":
@@ -119,8 +120,8 @@ def select_archs(spec):
 def prepare_data(work):
     """``WORK/data-bin``: Multi30k En-De as make demo prepares it, once (fusion-prepare-text renames it into place
     when complete, so a folder with prepare.json is whole)."""
-    from .cli._tools import console_script
-    from .data_paths import data_path
+    from ..cli._tools import console_script
+    from ..data_paths import data_path
 
     dest = os.path.join(work, "data-bin")
     os.makedirs(work, exist_ok=True)
@@ -156,18 +157,18 @@ def run_archs(args, archs, dtypes, data):
 def _run_archs(args, archs, dtypes, data):
     cpu = args.device == "cpu"
     tolerances = {"fp16": args.fp16_tolerance, "bf16": args.bf16_tolerance}
-    task = gpu_check_train.setup_task(data, cpu)
+    task = check_train.setup_task(data, cpu)
     results = []
     for k, arch in enumerate(archs, 1):
         start, runs = time.perf_counter(), {}
         for dtype in dtypes:
             try:
-                runs[dtype] = gpu_check_train.train_and_decode(
+                runs[dtype] = check_train.train_and_decode(
                     task, data, arch, dtype, args.size, args.updates, args.seed, cpu, args.decode_sentences, args.beam,
                     initial_valid=dtype == "fp32")
             except Exception as e:  # reported, and the next run goes on
                 runs[dtype] = {"error": error_line(e)}
-        problems = gpu_check_report.judge_arch(runs, tolerances, args.updates)
+        problems = check_report.judge_arch(runs, tolerances, args.updates)
         params = next((r["params"] for r in runs.values() if "params" in r), None)
         results.append({"arch": arch, "params": params, "runs": runs, "passed": not problems, "problems": problems,
                         "seconds": time.perf_counter() - start})
@@ -179,7 +180,7 @@ def _run_archs(args, archs, dtypes, data):
 
 def ddp_command(data, arch, updates, save_dir, seed=1, world_size=2):
     """fairseq-train of ``arch`` on ``world_size`` GPUs with --fp16 (fairseq spawns one process per GPU)."""
-    from .cli._tools import console_script
+    from ..cli._tools import console_script
 
     argv = train_argv(data, arch, "fp16", "small", updates, seed)
     argv = [a for a in argv if a != "--no-save"]  # the checkpoint is written by rank 0 only: part of what is checked
@@ -193,7 +194,7 @@ RANK_LINE = re.compile(r"initialized host \S+ as rank (\d+)")  # fairseq's distr
 def parse_ddp_log(text):
     """What a fairseq-train log (``--log-format json --log-interval 1``, every rank's output) says of the run: the
     processes that joined, the updates, the first and last update's loss, words/s after the first update."""
-    from .compare import LOG_LINE
+    from ..fairseq_runs import LOG_LINE
     import json
 
     inner = [json.loads(m.group(2)) for m in (LOG_LINE.search(line) for line in text.splitlines())
@@ -222,7 +223,7 @@ def run_ddp(args, archs, data, work):
             r["error"] = f"fairseq-train exited {proc.returncode}: {log.strip().splitlines()[-1] if log.strip() else ''}"
         elif not os.path.exists(os.path.join(save_dir, "checkpoint_last.pt")):
             r["error"] = "no checkpoint_last.pt written"
-        r["problems"] = gpu_check_report.judge_ddp(r, args.updates)
+        r["problems"] = check_report.judge_ddp(r, args.updates)
         r["passed"] = not r["problems"]
         results.append(r)
         print(f"| DDP {arch}: {r['devices']} devices, loss {r['first_loss']:.3f} -> {r['last_loss']:.3f}; "
@@ -232,7 +233,7 @@ def run_ddp(args, archs, data, work):
 
 def benchmark_script():
     """recipes/benchmark/run.sh, or one line saying the benchmark needs the repository's recipes."""
-    from .data_paths import recipe_path
+    from ..data_paths import recipe_path
 
     try:
         return recipe_path("benchmark", "run.sh", what="the benchmark of fusion-gpu-check")
@@ -261,8 +262,8 @@ def run_benchmark(args, data, work, seconds):
     """The README's base-size benchmark with --fp16, stopped after ``seconds``; its finished pairs summarized."""
     import json
 
-    from . import benchmark_report
-    from .data_paths import REPO_ROOT
+    from ..benchmark import report as benchmark_report
+    from ..data_paths import REPO_ROOT
 
     out = os.path.join(work, "benchmark.json")
     script, env, cmd = benchmark_command(args, data, out)
@@ -352,7 +353,7 @@ def main(args):
 
     report = build_report(args, dtypes, archs, results, ddp, bench, notes, start, budget)
     atomic_files.write_json(args.out + ".json", report)
-    atomic_files.write_text(args.out + ".md", gpu_check_report.markdown(report))
+    atomic_files.write_text(args.out + ".md", check_report.markdown(report))
     print(f"| {report['archs_passed']}/{len(results)} archs pass; {report['elapsed_s']:.0f} s of {budget:.0f}; "
           f"{'PASS' if report['passed'] else 'FAIL'}; wrote {args.out}.json and {args.out}.md", flush=True)
     return 0 if report["passed"] else 1
@@ -372,18 +373,10 @@ def build_report(args, dtypes, archs, results, ddp, bench, notes, start, budget)
     return {
         "passed": passed == len(results) and ddp_ok and elapsed <= budget and not bench.get("error"),
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(start)), "elapsed_s": elapsed,
-        "machine": gpu_check_report.machine(args.device),
+        "machine": check_report.machine(args.device),
         "settings": {"archs": archs, "dtypes": dtypes, "updates": args.updates, "size": args.size, "seed": args.seed,
                      "tolerances": {d: getattr(args, f"{d}_tolerance") for d in dtypes if d != "fp32"},
                      "decode_sentences": args.decode_sentences, "beam": args.beam, "budget_s": budget,
                      "train_command": shlex.join(example).replace("USER_DIR", "$(fusion-user-dir)"), "options": vars(args)},
         "notes": notes, "archs_passed": passed, "archs": results, "ddp": ddp, "benchmark": bench,
     }
-
-
-def cli_main():
-    sys.exit(main(get_parser().parse_args()))
-
-
-if __name__ == "__main__":
-    cli_main()
