@@ -8,7 +8,7 @@ beam with a forced output length (``min_len = max_len``: no early end of sentenc
 decodes the same number of steps; sentences/s). Each arch is measured ``--repeats`` times, each
 time right after a ``transformer`` run (A B A B ...); the table shows the median ratio and its
 spread, the FLOP-ideal ratio (``FlopCounterMode`` on a training step and on the generator) and the
-papers' own ratios (``benchmark_report.py``). No timing is asserted anywhere.
+papers' own ratios (``report.py``). No timing is asserted anywhere.
 
 Memory (``peak_train_step_mb``) is the peak tensor memory of one training step
 (forward + backward + optimizer step through ``Trainer.train_step``), see
