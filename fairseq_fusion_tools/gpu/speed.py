@@ -32,7 +32,7 @@ import sys
 import time
 
 from .. import atomic_files
-from fairseq_fusion_tools.user_files import fail
+from ..user_files import fail
 
 STAGES = ("profile", "overhead", "compile", "benchmark")
 DEFAULT_STAGES = ("profile", "overhead", "benchmark")
