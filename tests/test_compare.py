@@ -102,13 +102,13 @@ def test_table_rows_are_mean_and_sample_sd_over_seeds():
     runs = [run("base", 1, 1000.0, 20.0, 21.0), run("x", 1, 800.0, 23.0, 24.0, 0.01, 20.0),
             run("base", 2, 1200.0, 22.0, 23.0), run("x", 2, 900.0, 24.0, 26.0, 0.2, 24.5)]
     rows = table.summarize(systems, runs, ["t"], "base")
-    table = table.markdown(rows, ["t"], "base").splitlines()
+    lines = table.markdown(rows, ["t"], "base").splitlines()
     # base: BLEU 21 +- sqrt(2) = 1.41, words/s 1100; x: 23.5 +- 0.71, 25 +- 1.41, 850 / 1100 = 0.77
-    assert table[2] == "| `base` (`transformer`) | 2.50M | 1100 (1.00) | 21.00 ± 1.41 | 22.00 ± 1.41 | baseline |"
-    assert table[3] == "| `x` (`fusion_transformer --flag`) | 2.50M | 850 (0.77) | 23.50 ± 0.71 | 25.00 ± 1.41 | +3.00 (0.010*), -0.50 (0.200) |"
+    assert lines[2] == "| `base` (`transformer`) | 2.50M | 1100 (1.00) | 21.00 ± 1.41 | 22.00 ± 1.41 | baseline |"
+    assert lines[3] == "| `x` (`fusion_transformer --flag`) | 2.50M | 850 (0.77) | 23.50 ± 0.71 | 25.00 ± 1.41 | +3.00 (0.010*), -0.50 (0.200) |"
     runs[1]["significance"] = {"t": {"p_value": None, "same_output": True}}  # seed 1 translated as the baseline
-    table = table.markdown(table.summarize(systems, runs, ["t"], "base"), ["t"], "base").splitlines()
-    assert table[3].endswith("| same output, -0.50 (0.200) |")
+    lines = table.markdown(table.summarize(systems, runs, ["t"], "base"), ["t"], "base").splitlines()
+    assert lines[3].endswith("| same output, -0.50 (0.200) |")
 
 
 def test_readme_block_goes_between_the_markers(tmp_path):
