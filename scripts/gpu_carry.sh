@@ -19,7 +19,7 @@ mkdir -p .whl
 "$PY" -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
 DATA=${DATA:-$REPO/../shared/data}
 if [ ! -e work/gpu_check/data-bin/prepare.json ]; then
-  FUSION_DATA=$(cd "$DATA" && pwd) "$PY" -c "from fairseq_fusion_tools.gpu_check import prepare_data; prepare_data('work/gpu_check')"
+  FUSION_DATA=$(cd "$DATA" && pwd) "$PY" -c "from fairseq_fusion_tools.gpu.check import prepare_data; prepare_data('work/gpu_check')"
 fi
 if [ ! -e compare_converged/data-bin/prepare.json ]; then
   PATH=$REPO/.venv/bin:$PATH DATA=$DATA WORK=compare_converged UPDATES=100 bash recipes/compare/multi30k.sh --dry-run > /dev/null

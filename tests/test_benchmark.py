@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from fairseq_fusion_tools import benchmark
+from fairseq_fusion_tools.benchmark import measure, memory, report
 from conftest import run_cli
 
 
@@ -19,21 +19,19 @@ def test_profiled_peak_increase_counts_live_tensor_bytes():
         return c
 
     kept = []
-    peak, net = benchmark.profiled_peak_increase(lambda: kept.append(step()))
+    peak, net = memory.profiled_peak_increase(lambda: kept.append(step()))
     assert abs(peak - 12 * 2**20) < 2**16 and abs(net - 4 * 2**20) < 2**16
 
 
 def test_memory_table_has_memory_column_and_ratio():
     rows = [{"arch": "transformer", "params": 2e6, "peak_train_step_mb": 100.0},
             {"arch": "x", "params": 3e6, "peak_train_step_mb": 160.0}]
-    table = benchmark.markdown_table(rows)
-    assert benchmark.MEMORY_HEADER in table.splitlines()[0]
+    table = report.memory_table(rows)
+    assert report.MEMORY_HEADER in table.splitlines()[0]
     assert table.splitlines()[-1] == "| x | 3.00M | 160 | 1.60 |"
 
 
 def test_ratios_pair_each_run_with_the_transformer_run_before_it():
-    from fairseq_fusion_tools import benchmark_report
-
     def run(arch, wps, sps, flops=None):
         r = {"arch": arch, "params": 1e6, "beam": 4, "train_words_per_s": wps, "decode_sentences_per_s": {"4": sps},
              "peak_train_step_mb": 100.0 if arch == "transformer" else 130.0}
@@ -44,20 +42,20 @@ def test_ratios_pair_each_run_with_the_transformer_run_before_it():
     runs = [run("transformer", 100, 10, (6.0, 2.0)), run("x", 80, 9, (8.0, 2.5)),  # pair 1: 0.8, 0.9
             run("transformer", 50, 20), run("x", 45, 12),  # a slow round: 0.9, 0.6
             run("transformer", 100, 10), run("x", 70, 10)]  # 0.7, 1.0
-    (row,) = benchmark_report.summarize(runs)
+    (row,) = report.summarize(runs)
     assert row["train"] == pytest.approx((0.8, 0.7, 0.9)) and row["decode"] == pytest.approx((0.9, 0.6, 1.0))
     assert row["flop_ideal_train"] == pytest.approx(0.75) and row["flop_ideal_decode"] == pytest.approx(0.8)
     assert row["efficiency_train"] == pytest.approx(0.8 / 0.75) and row["efficiency_decode"] == pytest.approx(0.9 / 0.8)
     assert row["memory"] == pytest.approx(1.3) and row["runs"] == 3
     assert "| x | 1.0M | 4 | 0.80 (0.70-0.90) | 0.75 | 1.07 | - | - | 0.90 (0.60-1.00) | 0.80 | 1.12 | - | 1.30 |" in \
-        benchmark_report.markdown([row])
+        report.markdown([row])
 
 
 def test_count_operators_counts_kernels_not_views():
     a, w = torch.randn(4, 3), torch.randn(3, 5)
     # mm, relu, sum, add: four kernels; .t(), .flatten() and .expand() are views and launch none
-    assert benchmark.count_operators(lambda: ((a @ w).t().relu().flatten(0, 0).sum() + 1).expand(2)) == 4
-    assert benchmark.count_operators(lambda: a.t().unsqueeze(0)[0, :2]) == 0
+    assert measure.count_operators(lambda: ((a @ w).t().relu().flatten(0, 0).sum() + 1).expand(2)) == 4
+    assert measure.count_operators(lambda: a.t().unsqueeze(0)[0, :2]) == 0
 
 
 def test_timed_run_decodes_a_forced_length_and_counts_flops(multi30k_slice, tmp_path):
@@ -96,7 +94,7 @@ def test_memory_only_end_to_end(multi30k_slice, tmp_path):
     assert abs(rows["fusion_transformer"]["peak_train_step_mb"] / rows["transformer"]["peak_train_step_mb"] - 1) < 0.01
     assert rows["transformer_lexical_shortcuts"]["params"] > rows["transformer"]["params"]
     header = data["table"].splitlines()[0]
-    assert benchmark.MEMORY_HEADER in header and "words/s" not in header
+    assert report.MEMORY_HEADER in header and "words/s" not in header
     assert len(data["table"].splitlines()) == 2 + 3 and data["settings"]["memory_only"]
     assert "peak train step" in proc.stdout
     assert os.path.getsize(out) > 0
@@ -105,7 +103,7 @@ def test_memory_only_end_to_end(multi30k_slice, tmp_path):
 def test_decode_profile_splits_decoding_time(multi30k_slice, tmp_path):
     """--decode-profile: model calls + search add up to the decoding time, the FFN is timed only where it exists,
     and the prediction is 1 / (share / flop_ideal + 1 - share) of the transformer's model share."""
-    from fairseq_fusion_tools.benchmark_profile import predicted_ratio
+    from fairseq_fusion_tools.benchmark.decode_profile import predicted_ratio
 
     out = str(tmp_path / "profile.json")
     run_cli(["fusion-benchmark", "--data", multi30k_slice, "--archs", "transformer_simplified_decoder", "--size", "tiny",

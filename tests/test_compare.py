@@ -14,17 +14,17 @@ import pytest
 import sacrebleu
 import torch
 
-from fairseq_fusion_tools import compare
+from fairseq_fusion_tools.compare import figure, protocols, table, training
 from conftest import BIN, REPO, run_cli, shell_env
 
 
 def test_system_specs():
-    assert compare.parse_system("transformer") == {"name": "transformer", "arch": "transformer", "flags": []}
-    assert compare.parse_system("combo=fusion_transformer --surface-fusion hard") == {
+    assert protocols.parse_system("transformer") == {"name": "transformer", "arch": "transformer", "flags": []}
+    assert protocols.parse_system("combo=fusion_transformer --surface-fusion hard") == {
         "name": "combo", "arch": "fusion_transformer", "flags": ["--surface-fusion", "hard"]}
     for bad in ("x=--arch fusion_transformer", "a b=fusion_transformer", "=", ""):
         with pytest.raises(ValueError):
-            compare.parse_system(bad)
+            protocols.parse_system(bad)
 
 
 def test_words_per_second_is_training_time_after_each_attempts_first_interval(tmp_path):
@@ -47,7 +47,7 @@ def test_words_per_second_is_training_time_after_each_attempts_first_interval(tm
              inner(110, 3000.0, 20, 700.0),  # 10 x 3000 in 20 s: 1500
              '2026-01-01 | INFO | train | {"epoch": 1, "train_loss": "7.5", "train_num_updates": "110"}']
     log.write_text("\n".join(lines) + "\n")
-    s = compare.train_summary(str(log))
+    s = training.train_summary(str(log))
     words, seconds = 25 * 2000 + 25 * 1000 + 25 * 1000 + 10 * 3000, 20 + 10 + 50 + 20
     assert s["words_per_s"] == pytest.approx(words / seconds)  # 1300; fairseq's wps: median 600
     assert (s["wps_median"], s["wps_intervals"], s["updates"], s["params"], s["train_loss"]) == (600.0, 4, 110, 1234567, 7.5)
@@ -55,16 +55,16 @@ def test_words_per_second_is_training_time_after_each_attempts_first_interval(tm
 
 STOPPED_PARENT = """
 import signal, sys
-from fairseq_fusion_tools import compare
+from fairseq_fusion_tools.compare import training
 from fairseq_fusion_tools.cli import compare as cli
-sys.argv = ["fusion-compare", "--help"]
+sys.argv = ["fusion-compare", "data-bin", "--system", "=", "--max-update", "1", "--work", "work"]
 try:
-    cli.cli_main()  # sets fusion-compare's SIGTERM handler, prints its help and exits
+    cli.cli_main()  # sets fusion-compare's SIGTERM handler, refuses the --system in one line and exits
 except SystemExit:
     pass
-assert signal.getsignal(signal.SIGTERM) is compare.exit_on_sigterm
+assert signal.getsignal(signal.SIGTERM) is training.exit_on_sigterm
 child = "import os, time; print('pid', os.getpid(), flush=True); time.sleep(120)"
-compare.run_logged([sys.executable, "-c", child], LOG)
+training.run_logged([sys.executable, "-c", child], LOG)
 """
 
 
@@ -90,7 +90,7 @@ def test_a_stopped_run_stops_its_training_and_keeps_its_log(tmp_path):
 
 
 def test_table_rows_are_mean_and_sample_sd_over_seeds():
-    systems = [compare.parse_system("base=transformer"), compare.parse_system("x=fusion_transformer --flag")]
+    systems = [protocols.parse_system("base=transformer"), protocols.parse_system("x=fusion_transformer --flag")]
 
     def run(system, seed, wps, bleu, tok, p=None, baseline_bleu=None):
         return {"system": system, "seed": seed, "train": {"words_per_s": wps, "params": 2_500_000, "updates": 10},
@@ -101,24 +101,24 @@ def test_table_rows_are_mean_and_sample_sd_over_seeds():
     # row's 22.0: the difference is -0.5, not the +2.0 the rows' BLEU would suggest
     runs = [run("base", 1, 1000.0, 20.0, 21.0), run("x", 1, 800.0, 23.0, 24.0, 0.01, 20.0),
             run("base", 2, 1200.0, 22.0, 23.0), run("x", 2, 900.0, 24.0, 26.0, 0.2, 24.5)]
-    rows = compare.summarize(systems, runs, ["t"], "base")
-    table = compare.markdown(rows, ["t"], "base").splitlines()
+    rows = table.summarize(systems, runs, ["t"], "base")
+    lines = table.markdown(rows, ["t"], "base").splitlines()
     # base: BLEU 21 +- sqrt(2) = 1.41, words/s 1100; x: 23.5 +- 0.71, 25 +- 1.41, 850 / 1100 = 0.77
-    assert table[2] == "| `base` (`transformer`) | 2.50M | 1100 (1.00) | 21.00 ± 1.41 | 22.00 ± 1.41 | baseline |"
-    assert table[3] == "| `x` (`fusion_transformer --flag`) | 2.50M | 850 (0.77) | 23.50 ± 0.71 | 25.00 ± 1.41 | +3.00 (0.010*), -0.50 (0.200) |"
+    assert lines[2] == "| `base` (`transformer`) | 2.50M | 1100 (1.00) | 21.00 ± 1.41 | 22.00 ± 1.41 | baseline |"
+    assert lines[3] == "| `x` (`fusion_transformer --flag`) | 2.50M | 850 (0.77) | 23.50 ± 0.71 | 25.00 ± 1.41 | +3.00 (0.010*), -0.50 (0.200) |"
     runs[1]["significance"] = {"t": {"p_value": None, "same_output": True}}  # seed 1 translated as the baseline
-    table = compare.markdown(compare.summarize(systems, runs, ["t"], "base"), ["t"], "base").splitlines()
-    assert table[3].endswith("| same output, -0.50 (0.200) |")
+    lines = table.markdown(table.summarize(systems, runs, ["t"], "base"), ["t"], "base").splitlines()
+    assert lines[3].endswith("| same output, -0.50 (0.200) |")
 
 
 def test_readme_block_goes_between_the_markers(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- RESULTS TABLE -->\nold\n<!-- /RESULTS TABLE -->\nend\n")
-    compare.update_readme(str(readme), "| new |")
+    table.update_readme(str(readme), "| new |")
     assert readme.read_text() == "intro\n<!-- RESULTS TABLE -->\n| new |\n<!-- /RESULTS TABLE -->\nend\n"
     readme.write_text("no markers\n")
     with pytest.raises(ValueError, match="RESULTS TABLE"):
-        compare.update_readme(str(readme), "| new |")
+        table.update_readme(str(readme), "| new |")
 
 
 SYSTEMS = ["--system", "transformer", "--system", "combo=transformer_simplified_decoder --lexical-shortcuts",
@@ -230,7 +230,7 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
     assert [int(json.loads(m)["num_updates"]) for m in re.findall(r"\| train_inner \| (\{.*\})", cont_log)] == [1, 2, 3, 4, 5]
     # each bootstrap against its baseline under the same selection is sacreBLEU's own (its command line); the
     # plot's lower panel draws the same difference per seed, filled where sacreBLEU's p < 0.05, the baselines none
-    fig = compare.results_figure(res["rows"], ["test"], "title")
+    fig = figure.results_figure(res["rows"], ["test"], "title")
     drawn = {line.get_gid(): list(line.get_ydata()) for line in fig.axes[1].lines if line.get_gid()}
     assert sorted(drawn) == ["combo test", "combo test p<0.05", f"{hier} test", f"{hier} test p<0.05"]
     for name, against, select in (("combo", "transformer", "best"), (hier, cont, "average5")):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from fairseq_fusion_tools import compare_budget
+from fairseq_fusion_tools.compare import budget
 from conftest import run_cli
 from test_compare import SYSTEMS, slice_small_test  # noqa: F401 (the fixture)
 
@@ -21,11 +21,11 @@ def test_curve_read_from_fairseqs_valid_lines_and_plateau_rule(tmp_path):
     # the epoch-end validation repeats update 400's: one point each
     log.write_text("# 2026-01-01 fairseq-train ...\n" + "".join(valid_line(u, b) for u, b in [
         (100, 3.0), (200, 12.5), (300, 20.1), (400, 24.0), (400, 24.0), (500, 24.6), (600, 24.2), (700, 24.7)]))
-    curve = compare_budget.valid_curve(str(log))
+    curve = budget.valid_curve(str(log))
     assert curve == [(100, 3.0), (200, 12.5), (300, 20.1), (400, 24.0), (500, 24.6), (600, 24.2), (700, 24.7)]
-    assert compare_budget.plateau(curve, 0.3) == 500  # 24.6 >= 24.7 - 0.3; 24.0 is not
-    assert compare_budget.plateau(curve, 1.0) == 400
-    assert compare_budget.plateau(curve, 0.0) == 700
+    assert budget.plateau(curve, 0.3) == 500  # 24.6 >= 24.7 - 0.3; 24.0 is not
+    assert budget.plateau(curve, 1.0) == 400
+    assert budget.plateau(curve, 0.0) == 700
 
 
 def _compare(data, work, *extra, check=True):

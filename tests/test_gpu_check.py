@@ -8,7 +8,8 @@ import time
 import pytest
 import torch
 
-from fairseq_fusion_tools import gpu_check, gpu_check_report, gpu_check_train
+from fairseq_fusion_tools.gpu import check as gpu_check, check_benchmark, check_ddp, check_report as gpu_check_report
+from fairseq_fusion_tools.gpu import check_train as gpu_check_train
 from conftest import run_cli
 
 TOL = {"fp16": 0.05, "bf16": 0.10}
@@ -70,10 +71,10 @@ def test_ddp_log_parsed_and_command_built(tmp_path):
         '2026-01-01 | INFO | train_inner | {"epoch": 1, "update": 0.02, "loss": "12.1", "wps": "1000", "num_updates": "2"}',
         '2026-01-01 | INFO | train_inner | {"epoch": 1, "update": 0.03, "loss": "11.5", "wps": "1200", "num_updates": "3"}',
         "2026-01-01 | INFO | fairseq_cli.train | done training in 9.0 seconds"])
-    assert gpu_check.parse_ddp_log(log) == {"devices": 2, "updates": 3, "first_loss": 12.9, "last_loss": 11.5,
+    assert check_ddp.parse_ddp_log(log) == {"devices": 2, "updates": 3, "first_loss": 12.9, "last_loss": 11.5,
                                             "words_per_s": 1100.0, "done": True}
-    assert gpu_check.parse_ddp_log(log.replace("as rank 1", "as rank 0"))["devices"] == 1
-    cmd = gpu_check.ddp_command(str(tmp_path), "transformer_phrase", 30, str(tmp_path / "ddp"))
+    assert check_ddp.parse_ddp_log(log.replace("as rank 1", "as rank 0"))["devices"] == 1
+    cmd = check_ddp.ddp_command(str(tmp_path), "transformer_phrase", 30, str(tmp_path / "ddp"))
     assert os.path.basename(cmd[0]) == "fairseq-train" and cmd[cmd.index("--distributed-world-size") + 1] == "2"
     assert "--fp16" in cmd and "--cpu" not in cmd and "--no-save" not in cmd
     assert cmd[cmd.index("--max-update") + 1] == "30" and cmd[cmd.index("--arch") + 1] == "transformer_phrase"
@@ -99,10 +100,10 @@ def test_benchmark_stopped_at_the_budget_keeps_its_finished_pairs(tmp_path, monk
     script = tmp_path / "bench.sh"
     script.write_text(FAKE_BENCH)
     out = tmp_path / "benchmark.json"
-    monkeypatch.setattr(gpu_check, "benchmark_command", lambda args, data, o: (
+    monkeypatch.setattr(check_benchmark, "benchmark_command", lambda args, data, o: (
         str(script), {"OUT": str(out)}, ["bash", str(script), str(sleep), str(status)]))
     start = time.perf_counter()
-    result = gpu_check.run_benchmark(None, str(tmp_path), str(tmp_path), seconds=3)
+    result = check_benchmark.run_benchmark(None, str(tmp_path), str(tmp_path), seconds=3)
     assert time.perf_counter() - start < 30
     assert result["stopped"] == (sleep == 60) and result["runs"] == 3
     (row,) = result["rows"]  # the unpaired last transformer run adds nothing
@@ -116,11 +117,11 @@ def test_benchmark_that_ignores_ctrl_c_is_killed_within_the_stop_grace(tmp_path,
     ended 1 s over its budget while the stop and the report were outside it)."""
     script = tmp_path / "bench.sh"
     script.write_text("trap '' INT\nsleep 60\n")
-    monkeypatch.setattr(gpu_check, "STOP_GRACE_S", 2)
-    monkeypatch.setattr(gpu_check, "benchmark_command", lambda args, data, o: (
+    monkeypatch.setattr(check_benchmark, "STOP_GRACE_S", 2)
+    monkeypatch.setattr(check_benchmark, "benchmark_command", lambda args, data, o: (
         str(script), {"OUT": str(tmp_path / "benchmark.json")}, ["bash", str(script)]))
     start = time.perf_counter()
-    result = gpu_check.run_benchmark(None, str(tmp_path), str(tmp_path), seconds=1)
+    result = check_benchmark.run_benchmark(None, str(tmp_path), str(tmp_path), seconds=1)
     assert result["stopped"] and result["runs"] == 0
     assert time.perf_counter() - start < 1 + 2 + 10  # not the script's 60 s
 
@@ -147,7 +148,7 @@ def fake_report():
         archs.append({"arch": arch, "params": 2.5e6, "runs": runs, "passed": not problems, "problems": problems})
     bench_rows = [{"arch": "transformer_phrase", "params": 1e8, "beam": 4, "runs": 1, "train": (0.5, 0.5, 0.5),
                    "decode": (0.6, 0.6, 0.6), "memory": 2.1, "paper": (None, None)}]
-    from fairseq_fusion_tools import benchmark_report
+    from fairseq_fusion_tools.benchmark import report as benchmark_report
 
     return {
         "passed": False, "date": "2026-01-01 10:00", "elapsed_s": 512.0, "archs_passed": 1, "archs": archs,

@@ -12,7 +12,7 @@ import torch
 
 from fairseq_fusion.compat import attention_backends, fairseq_fixes
 from fairseq_fusion.errors import FusionError
-from fairseq_fusion_tools import gpu_speed, gpu_speed_report
+from fairseq_fusion_tools.gpu import speed as gpu_speed, speed_report as gpu_speed_report
 from conftest import run_cli
 
 

@@ -212,3 +212,15 @@ def test_every_cli_module_is_a_thin_entry_point():
                 found[name] = thin_entry_point_breaches(f.read())
     assert len(found) > 25
     assert not {k: v for k, v in found.items() if v}
+
+
+def test_the_tools_top_level_holds_packages_and_the_shared_modules():
+    """``ls fairseq_fusion_tools``: one package a family, and the few modules every family shares."""
+    root = os.path.join(REPO, "fairseq_fusion_tools")
+    entries = {e for e in os.listdir(root) if e != "__pycache__"}
+    modules_ = {e for e in entries if e.endswith(".py")}
+    assert modules_ == {"__init__.py", "atomic_files.py", "data_paths.py", "fairseq_runs.py", "outputs.py",
+                        "progress.py", "user_files.py"}
+    packages = entries - modules_
+    assert all(os.path.isfile(os.path.join(root, p, "__init__.py")) for p in packages), packages
+    assert {"scoring", "analysis", "compare", "benchmark", "gpu", "cli"} <= packages

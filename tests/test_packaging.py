@@ -238,7 +238,8 @@ def test_installed_copy_with_torch_says_what_it_lacks(wheel, tmp_path):
 
 
 def test_recipes_and_data_outside_the_repository(monkeypatch, tmp_path):
-    from fairseq_fusion_tools import data_paths, gpu_check
+    from fairseq_fusion_tools import data_paths
+    from fairseq_fusion_tools.gpu import check_benchmark
 
     assert data_paths.in_repository()
     monkeypatch.setattr(data_paths, "RECIPES_DIR", str(tmp_path / "recipes"))  # as in site-packages
@@ -250,7 +251,7 @@ def test_recipes_and_data_outside_the_repository(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match=r"^fairseq-fusion: error: the benchmark of fusion-gpu-check needs the "
                        r"repository's recipes/benchmark/run\.sh: an installed package \(pip install \.\) has none; run it "
                        r"from a clone of the repository \(make install\), or pass --skip-benchmark$"):
-        gpu_check.benchmark_script()
+        check_benchmark.benchmark_script()
 
 
 def test_make_install_builds_fastbpe_only_when_asked():

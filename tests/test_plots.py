@@ -243,7 +243,7 @@ def test_training_curve_plot():
 
 
 def test_compare_plot():
-    from fairseq_fusion_tools import compare
+    from fairseq_fusion_tools.compare import figure
 
     rows = [{"system": name, "subsets": {s: {"sacrebleu_mean_sd": [30.0, 0.5], "sacrebleu": values(2, 29, 31),
                                              "deltas": None if name == "transformer" else values(2, -2, 2),
@@ -251,7 +251,7 @@ def test_compare_plot():
                                          for s in ("test", "test1")}}
             for name in ("transformer", "fusion_transformer", "transformer_lexical_shortcuts_ff",
                          "transformer_hierarchical_aggregation", "shortcuts+simplified+surface")]
-    assert_readable(compare.results_figure(rows, ["test", "test1"], "multi30k: 400 updates, 2 seeds, size small, beam 5"),
+    assert_readable(figure.results_figure(rows, ["test", "test1"], "multi30k: 400 updates, 2 seeds, size small, beam 5"),
                     "multi30k")
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import BIN, REPO, run_cli, unwritable_folder
-from fairseq_fusion_tools import gpu_check
+from fairseq_fusion_tools.gpu import check_benchmark
 from conftest import tiny_train_args as tiny_train
 from fairseq_fusion import errors
 from fairseq_fusion.errors import PREFIX, FusionError
@@ -142,7 +142,7 @@ def test_ctrl_c_during_training_names_the_checkpoint_to_resume_from(multi30k_sli
     # started as a terminal's shell starts it: Ctrl-C acts (a suite run in the background has SIGINT ignored, and
     # its children would inherit that)
     proc = subprocess.Popen([os.path.join(BIN, cmd[0])] + cmd[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), preexec_fn=gpu_check.interruptible)
+                            text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), preexec_fn=check_benchmark.interruptible)
     try:
         deadline = time.time() + 120
         while not (save / "checkpoint_last.pt").exists() and time.time() < deadline and proc.poll() is None:

@@ -15,7 +15,7 @@ import torch
 
 from conftest import BIN, REPO, run_cli
 from conftest import tiny_train_args as tiny_train
-from fairseq_fusion_tools import compare
+from fairseq_fusion_tools.compare import commands
 from test_refusals import USER_DIR, one_line_refusal, written
 
 FINE_TUNE = ["--reset-optimizer", "--reset-dataloader", "--reset-meters"]
@@ -174,14 +174,14 @@ def test_compare_run_folders_refuse_another_command(tmp_path):
     the folder and the option with both values, and the record is kept."""
     run_dir = str(tmp_path / "runs" / "x" / "seed1")
     first = ["data-bin", "--arch", "transformer_surface_fusion", "--dropout", "0.1", "--share-all-embeddings"]
-    compare.record_command(run_dir, first)
+    commands.record_command(run_dir, first)
     recorded = open(os.path.join(run_dir, "command.json")).read()
-    compare.record_command(run_dir, first)  # the same command: continues
+    commands.record_command(run_dir, first)  # the same command: continues
     for now, shown in [(first + ["--surface-fusion-lambda", "0.8"], "--surface-fusion-lambda absent -> 0.8"),
                        (first + ["--dropout", "0.3"], "--dropout 0.1 -> 0.3"),
                        (first[:-1], "--share-all-embeddings set -> absent")]:
         with pytest.raises(ValueError) as e:
-            compare.record_command(run_dir, now)
+            commands.record_command(run_dir, now)
         assert str(e.value) == (f"{run_dir} was trained with another command (recorded -> now: {shown}): use another "
                                 "--work, or remove that folder to retrain")
     assert open(os.path.join(run_dir, "command.json")).read() == recorded and json.loads(recorded) == first

@@ -1,13 +1,13 @@
-"""fusion-gpu-check: the GPU acceptance run (every arch in fp32/fp16/bf16, DDP, the benchmark); see ``fairseq_fusion_tools.gpu_check``."""
+"""fusion-gpu-check: the GPU acceptance run (every arch in fp32/fp16/bf16, DDP, the benchmark); see ``fairseq_fusion_tools/gpu/check.py``."""
 import sys
 
-from .. import gpu_check
+from ..gpu import check
 
-get_parser = gpu_check.get_parser  # the parser alone (--help, tests)
+get_parser = check.get_parser  # the parser alone (--help, tests)
 
 
 def cli_main():
-    sys.exit(gpu_check.main(get_parser().parse_args()))
+    sys.exit(check.main(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
-"""fusion-gpu-speed: the GPU profile and speed benchmark; see ``fairseq_fusion_tools.gpu_speed``."""
+"""fusion-gpu-speed: the GPU profile and speed benchmark; see ``fairseq_fusion_tools/gpu/speed.py``."""
 import sys
 
-from .. import gpu_speed
+from ..gpu import speed
 
-get_parser = gpu_speed.get_parser  # the parser alone (--help, tests)
+get_parser = speed.get_parser  # the parser alone (--help, tests)
 
 
 def cli_main():
-    sys.exit(gpu_speed.main(get_parser().parse_args()))
+    sys.exit(speed.main(get_parser().parse_args()))
 
 
 if __name__ == "__main__":

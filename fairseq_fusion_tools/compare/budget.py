@@ -13,8 +13,10 @@ import argparse
 import json
 import os
 
-from . import atomic_files
-from .compare import LOG_LINE, portable_command, record_command, run_logged, tail, train_command
+from .. import atomic_files
+from ..fairseq_runs import LOG_LINE
+from .commands import portable_command, record_command, train_command
+from .training import run_logged, tail
 
 PATIENCE = 10
 VALIDATIONS = 50  # over CAP, when --save-interval-updates is not given
@@ -64,7 +66,7 @@ def plateau(curve, tolerance):
 
 def find_budget(args, system, cap):
     """The budget in updates (trains the curve run unless budget.json has it); the record written beside it."""
-    from .console_scripts import console_script
+    from ..fairseq_runs import console_script
 
     out = os.path.join(curve_dir(args), "budget.json")
     run_dir, cmd = curve_command(args, system, cap)

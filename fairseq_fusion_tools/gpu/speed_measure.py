@@ -5,8 +5,8 @@ forced output length, the matrix-product rate of the device, FLOPs (``FlopCounte
 """
 import time
 
-from .benchmark import count_flops
-from .gpu_check_train import parse, train_argv
+from ..fairseq_runs import count_flops
+from .check_train import parse, train_argv
 
 ATTENTION_KERNEL_WORDS = ("cudnn", "fmha", "flash", "efficient", "attention", "sdpa")
 # ranges fairseq's trainer and task mark with record_function: they hold ops, they are not costs of their own

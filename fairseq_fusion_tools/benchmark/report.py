@@ -5,18 +5,12 @@ arch / transformer of one pair, and the table shows the median over the pairs wi
 (lowest-highest). FLOPs are per target token (``torch.utils.flop_counter.FlopCounterMode`` on
 the real training step and the real generator); the FLOP-ideal speed ratio is transformer FLOPs /
 arch FLOPs and the efficiency is measured ratio / FLOP-ideal ratio. The operator ratio is the arch's operators
-(non-view aten operators of the model's forward and backward, ``benchmark.count_operators``) over the transformer's:
+(non-view aten operators of the model's forward and backward, ``measure.count_operators``) over the transformer's:
 where a step is bound by the host's kernel launches, its speed ratio tends to 1 / operator ratio, whatever its FLOPs.
 """
 import statistics
 
-
-def paper_ratios(arch):
-    """The paper's own (training, decoding) speed ratio of an arch, from its preset's ``@describe``."""
-    from fairseq_fusion.models import catalog
-
-    entry = catalog.CATALOG.get(arch)
-    return entry.speed_ratios if entry is not None else (None, None)
+from ..fairseq_runs import paper_ratios
 
 
 def spread(values):
@@ -85,4 +79,16 @@ def markdown(rows, baseline="transformer"):
             f"{_fmt(r.get('operator_ratio_train'))} | {_fmt(r['paper'][0])} | "
             f"{d[0]:.2f} ({d[1]:.2f}-{d[2]:.2f}) | {_fmt(r.get('flop_ideal_decode'))} | {_fmt(r.get('efficiency_decode'))} | "
             f"{_fmt(r['paper'][1])} | {r['memory']:.2f} |")
+    return "\n".join(lines)
+
+
+MEMORY_HEADER = "peak train-step memory (MB)"
+
+
+def memory_table(results, baseline="transformer"):
+    """The --memory-only table: peak train-step memory and its ratio to ``baseline``."""
+    base = next((r for r in results if r["arch"] == baseline), None)
+    lines = [f"| arch | params | {MEMORY_HEADER} | ratio to {baseline} |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['arch']} | {r['params'] / 1e6:.2f}M | {r['peak_train_step_mb']:.0f} | "
+              f"{r['peak_train_step_mb'] / base['peak_train_step_mb']:.2f} |" if base else "-" for r in results]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ def _finite(x):
 
 
 def judge_run(run, dtype, reference=None, tolerance=None, updates=None):
-    """Problems of one run (empty: it passes). ``run``: the figures of ``gpu_check_train.train_and_decode`` (or
+    """Problems of one run (empty: it passes). ``run``: the figures of ``check_train.train_and_decode`` (or
     ``{"error": ...}``); ``reference``: the fp32 run of the same arch, for a half dtype; ``tolerance``: relative."""
     if run.get("error"):
         return [f"{dtype}: {run['error']}"]
@@ -61,7 +61,7 @@ def judge_arch(runs, tolerances, updates=None):
 
 
 def judge_ddp(result, updates):
-    """Problems of one distributed run (``gpu_check.run_ddp``): it ended well, on the asked number of
+    """Problems of one distributed run (``check.run_ddp``): it ended well, on the asked number of
     devices, made its updates with finite losses, and the loss fell."""
     if result.get("error"):
         return [result["error"]]
@@ -79,7 +79,7 @@ def judge_ddp(result, updates):
 
 
 def git_commit():
-    from .data_paths import REPO_ROOT
+    from ..data_paths import REPO_ROOT
 
     try:
         out = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

@@ -5,35 +5,33 @@
 2. Every registered ``fusion_transformer`` arch (discovered from fairseq's registry) is trained ``--updates``
    updates at the demo's size (d=128, 3+3 layers) in fp32, ``--fp16`` and ``--bf16`` (where
    ``torch.cuda.is_bf16_supported()``), same seed and data order, all in this one process
-   (``gpu_check_train``); each run is validated and decodes ``--decode-sentences`` test sentences (sacreBLEU).
+   (``check_train``); each run is validated and decodes ``--decode-sentences`` test sentences (sacreBLEU).
    A half-precision run passes when its validation loss is within ``--fp16-tolerance`` / ``--bf16-tolerance``
-   (relative) of the fp32 run's (``gpu_check_report``).
-3. With two or more GPUs: ``fairseq-train --distributed-world-size 2 --fp16`` for ``--ddp-archs``.
+   (relative) of the fp32 run's (``check_report``).
+3. With two or more GPUs: ``fairseq-train --distributed-world-size 2 --fp16`` for ``--ddp-archs`` (``check_ddp``).
 4. The README's base-size benchmark on the GPU (``SIZE=base bash recipes/benchmark/run.sh --fp16``, the 7 headline
-   archs) with what is left of ``--budget-minutes``; stopped at the budget, the pairs finished by then are reported.
+   archs) with what is left of ``--budget-minutes``; stopped at the budget, the pairs finished by then are reported
+   (``check_benchmark``).
 
 The report is ``--out``.json and ``--out``.md (written whole). Exit status 1 when an arch or a DDP run fails or the
 run took longer than the budget. Without CUDA it prints one line and exits 0; ``--device cpu`` is the smoke mode
 (e.g. ``--device cpu --dtypes fp32 --archs fusion_transformer --updates 2 --size tiny --skip-benchmark``).
 """
 import argparse
-import math
 import os
-import re
 import shlex
-import signal
 import subprocess
-import sys
 import time
 
-from . import atomic_files, gpu_check_report, gpu_check_train
-from fairseq_fusion_tools.user_files import fail
-from .gpu_check_train import BF16_NOTE, train_argv
+from .. import atomic_files
+from ..user_files import fail
+from . import check_report, check_train
+from .check_benchmark import BENCH_MIN_S, STOP_GRACE_S, benchmark_script, run_benchmark
+from .check_ddp import run_ddp
+from .check_train import BF16_NOTE, train_argv
 
 DTYPES = ("fp32", "fp16", "bf16")
 DDP_ARCHS = "transformer_lexical_shortcuts_ff,transformer_phrase"
-BENCH_MIN_S = 90  # less time than this left: the benchmark is not started
-STOP_GRACE_S = 30  # how long a benchmark stopped at the budget (Ctrl-C) may take to exit before it is killed
 REPORT_S = 10  # what the report needs after the benchmark: the budget holds it too (an H200 run ended 1 s over)
 
 
@@ -103,7 +101,7 @@ def check_args(args):
 
 
 def select_archs(spec):
-    from .benchmark import fusion_archs
+    from ..fairseq_runs import fusion_archs
 
     registered = fusion_archs()
     if spec == "all":
@@ -119,8 +117,8 @@ def select_archs(spec):
 def prepare_data(work):
     """``WORK/data-bin``: Multi30k En-De as make demo prepares it, once (fusion-prepare-text renames it into place
     when complete, so a folder with prepare.json is whole)."""
-    from .console_scripts import console_script
-    from .data_paths import data_path
+    from ..fairseq_runs import console_script
+    from ..data_paths import data_path
 
     dest = os.path.join(work, "data-bin")
     os.makedirs(work, exist_ok=True)
@@ -156,18 +154,18 @@ def run_archs(args, archs, dtypes, data):
 def _run_archs(args, archs, dtypes, data):
     cpu = args.device == "cpu"
     tolerances = {"fp16": args.fp16_tolerance, "bf16": args.bf16_tolerance}
-    task = gpu_check_train.setup_task(data, cpu)
+    task = check_train.setup_task(data, cpu)
     results = []
     for k, arch in enumerate(archs, 1):
         start, runs = time.perf_counter(), {}
         for dtype in dtypes:
             try:
-                runs[dtype] = gpu_check_train.train_and_decode(
+                runs[dtype] = check_train.train_and_decode(
                     task, data, arch, dtype, args.size, args.updates, args.seed, cpu, args.decode_sentences, args.beam,
                     initial_valid=dtype == "fp32")
             except Exception as e:  # reported, and the next run goes on
                 runs[dtype] = {"error": error_line(e)}
-        problems = gpu_check_report.judge_arch(runs, tolerances, args.updates)
+        problems = check_report.judge_arch(runs, tolerances, args.updates)
         params = next((r["params"] for r in runs.values() if "params" in r), None)
         results.append({"arch": arch, "params": params, "runs": runs, "passed": not problems, "problems": problems,
                         "seconds": time.perf_counter() - start})
@@ -177,129 +175,9 @@ def _run_archs(args, archs, dtypes, data):
     return results
 
 
-def ddp_command(data, arch, updates, save_dir, seed=1, world_size=2):
-    """fairseq-train of ``arch`` on ``world_size`` GPUs with --fp16 (fairseq spawns one process per GPU)."""
-    from .console_scripts import console_script
-
-    argv = train_argv(data, arch, "fp16", "small", updates, seed)
-    argv = [a for a in argv if a != "--no-save"]  # the checkpoint is written by rank 0 only: part of what is checked
-    return [console_script("fairseq-train"), *argv, "--distributed-world-size", str(world_size),
-            "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "json", "--log-interval", "1"]
-
-
-RANK_LINE = re.compile(r"initialized host \S+ as rank (\d+)")  # fairseq's distributed_init, in every process
-
-
-def parse_ddp_log(text):
-    """What a fairseq-train log (``--log-format json --log-interval 1``, every rank's output) says of the run: the
-    processes that joined, the updates, the first and last update's loss, words/s after the first update."""
-    from .compare import LOG_LINE
-    import json
-
-    inner = [json.loads(m.group(2)) for m in (LOG_LINE.search(line) for line in text.splitlines())
-             if m and m.group(1) == "train_inner"]
-    return {"devices": len(set(RANK_LINE.findall(text))),
-            "updates": int(inner[-1]["num_updates"]) if inner else 0,
-            "first_loss": float(inner[0]["loss"]) if inner else math.nan,
-            "last_loss": float(inner[-1]["loss"]) if inner else math.nan,
-            "words_per_s": sum(float(s["wps"]) for s in inner[1:]) / len(inner[1:]) if len(inner) > 1 else None,
-            "done": "done training" in text}
-
-
-def run_ddp(args, archs, data, work):
-    results = []
-    for arch in archs:
-        save_dir = os.path.join(work, "ddp", arch)
-        os.makedirs(save_dir, exist_ok=True)
-        cmd = ddp_command(data, arch, args.updates, save_dir, args.seed)
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        log = proc.stdout + proc.stderr
-        atomic_files.write_text(os.path.join(save_dir, "train.log"), log)
-        r = {"arch": arch, "world_size": 2, "command": shlex.join(["fairseq-train"] + cmd[1:]),
-             "seconds": time.perf_counter() - start, **parse_ddp_log(log)}
-        if proc.returncode != 0 or not r["done"]:
-            r["error"] = f"fairseq-train exited {proc.returncode}: {log.strip().splitlines()[-1] if log.strip() else ''}"
-        elif not os.path.exists(os.path.join(save_dir, "checkpoint_last.pt")):
-            r["error"] = "no checkpoint_last.pt written"
-        r["problems"] = gpu_check_report.judge_ddp(r, args.updates)
-        r["passed"] = not r["problems"]
-        results.append(r)
-        print(f"| DDP {arch}: {r['devices']} devices, loss {r['first_loss']:.3f} -> {r['last_loss']:.3f}; "
-              f"{'pass' if r['passed'] else 'FAIL: ' + '; '.join(r['problems'])}", flush=True)
-    return {"runs": results}
-
-
-def benchmark_script():
-    """recipes/benchmark/run.sh, or one line saying the benchmark needs the repository's recipes."""
-    from .data_paths import recipe_path
-
-    try:
-        return recipe_path("benchmark", "run.sh", what="the benchmark of fusion-gpu-check")
-    except FileNotFoundError as e:
-        fail(f"{e}, or pass --skip-benchmark")
-
-
-def benchmark_command(args, data, out):
-    script = benchmark_script()
-    env = {"SIZE": "base", "BIN": os.path.abspath(data), "OUT": os.path.abspath(out)}
-    return script, env, ["bash", script, "--fp16", "--repeats", str(args.bench_repeats)]
-
-
 def error_line(e):
     """A failed run's exception in the report: its type and the first line of its message."""
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]
-
-
-def interruptible():
-    """In a child before it runs: Ctrl-C (SIGINT) acts on it. A command started in the background (`&`, nohup) has
-    SIGINT ignored, and its children inherit that: the budget's Ctrl-C would then wait for SIGKILL."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def run_benchmark(args, data, work, seconds):
-    """The README's base-size benchmark with --fp16, stopped after ``seconds``; its finished pairs summarized."""
-    import json
-
-    from . import benchmark_report
-    from .data_paths import REPO_ROOT
-
-    out = os.path.join(work, "benchmark.json")
-    script, env, cmd = benchmark_command(args, data, out)
-    shown = " ".join(f"{k}={os.path.relpath(v) if os.path.isabs(v) else v}" for k, v in env.items()) + " " + \
-        shlex.join(["bash", os.path.relpath(script, REPO_ROOT)] + cmd[2:])
-    if not os.path.exists(script):
-        return {"skipped": f"{script} not found (the check runs from the repository)"}
-    if os.path.exists(out):
-        os.remove(out)  # a previous run's results are not this run's
-    print(f"| benchmark ({seconds:.0f} s left): {shown}", flush=True)
-    full_env = dict(os.environ, **env, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=full_env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
-    stopped = False
-    try:
-        output, _ = proc.communicate(timeout=seconds)
-    except subprocess.TimeoutExpired:  # Ctrl-C to the recipe, fusion-benchmark and its worker (one session): its
-        os.killpg(proc.pid, signal.SIGINT)  # lock file is removed at exit; the runs finished so far are in its JSON
-        try:
-            output, _ = proc.communicate(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-        stopped = True
-    result = {"command": shown, "elapsed_s": time.perf_counter() - start, "stopped": stopped,
-              "json": os.path.relpath(out), "returncode": proc.returncode}
-    runs = []
-    if os.path.exists(out):
-        with open(out) as f:
-            runs = json.load(f).get("runs", [])
-    if proc.returncode != 0 and not stopped:
-        result["error"] = output.strip().splitlines()[-1] if output.strip() else f"exit status {proc.returncode}"
-    rows = benchmark_report.summarize(runs) if runs else []
-    result.update(runs=len(runs), rows=rows, table=benchmark_report.markdown(rows) if rows else None)
-    print(output[-2000:] if result.get("error") else (result["table"] or "| benchmark: no pair finished"), flush=True)
-    return result
 
 
 def main(args):
@@ -352,7 +230,7 @@ def main(args):
 
     report = build_report(args, dtypes, archs, results, ddp, bench, notes, start, budget)
     atomic_files.write_json(args.out + ".json", report)
-    atomic_files.write_text(args.out + ".md", gpu_check_report.markdown(report))
+    atomic_files.write_text(args.out + ".md", check_report.markdown(report))
     print(f"| {report['archs_passed']}/{len(results)} archs pass; {report['elapsed_s']:.0f} s of {budget:.0f}; "
           f"{'PASS' if report['passed'] else 'FAIL'}; wrote {args.out}.json and {args.out}.md", flush=True)
     return 0 if report["passed"] else 1
@@ -372,18 +250,10 @@ def build_report(args, dtypes, archs, results, ddp, bench, notes, start, budget)
     return {
         "passed": passed == len(results) and ddp_ok and elapsed <= budget and not bench.get("error"),
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(start)), "elapsed_s": elapsed,
-        "machine": gpu_check_report.machine(args.device),
+        "machine": check_report.machine(args.device),
         "settings": {"archs": archs, "dtypes": dtypes, "updates": args.updates, "size": args.size, "seed": args.seed,
                      "tolerances": {d: getattr(args, f"{d}_tolerance") for d in dtypes if d != "fp32"},
                      "decode_sentences": args.decode_sentences, "beam": args.beam, "budget_s": budget,
                      "train_command": shlex.join(example).replace("USER_DIR", "$(fusion-user-dir)"), "options": vars(args)},
         "notes": notes, "archs_passed": passed, "archs": results, "ddp": ddp, "benchmark": bench,
     }
-
-
-def cli_main():
-    sys.exit(main(get_parser().parse_args()))
-
-
-if __name__ == "__main__":
-    cli_main()

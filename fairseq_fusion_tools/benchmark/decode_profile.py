@@ -9,6 +9,8 @@ ratio can be compared with what the FLOP count predicts for the model part alone
 import time
 from contextlib import contextmanager
 
+from ..fairseq_runs import count_flops
+
 PARTS = ("forward_encoder", "forward_decoder", "reorder_encoder_out", "reorder_incremental_state")
 
 
@@ -117,3 +119,35 @@ def _ffn_columns(base, r):
     # steps would take forward_decoder - ffn: the ratio that removing the FFN's measured time gives
     return (f"{b['ffn_s'] / b['forward_decoder_s']:.2f} | "
             f"{b['forward_decoder_s'] / (b['forward_decoder_s'] - b['ffn_s']):.2f} |")
+
+
+def profile_decoding(args, task, model, cuda):
+    """Decoding time split into the model's calls and the search, and FLOPs per token."""
+    import torch
+    from fairseq import utils
+    from fairseq.sequence_generator import SequenceGenerator
+
+    task.load_dataset(args.gen_subset)
+    dataset = task.dataset(args.gen_subset)
+    order = dataset.ordered_indices()
+    batches = dataset.batch_by_size(order[order < args.decode_sentences], max_sentences=args.decode_batch_size)
+    samples = [dataset.collater([dataset[j] for j in b]) for b in batches]
+    samples = [utils.move_to_cuda(s) for s in samples] if cuda else samples
+    beam = int(args.beams.split(",")[0])
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_a=0,
+                                  max_len_b=args.decode_length, min_len=args.decode_length)
+
+    def run():
+        with torch.no_grad():
+            for sample in samples:
+                generator.generate([model], sample)
+
+    run()  # warm-up
+    split = split_decode_time(run, generator, cuda)
+    with timed_decoder_ffn(model, cuda) as ffn:  # a second pass: the decoder's FFN sub-layers timed
+        run()
+    split["ffn_s"] = ffn["ffn"]
+    flops = count_flops(lambda: generator.generate([model], samples[0]), no_grad=True)
+    tokens = len(batches[0]) * (args.decode_length + 1)
+    return {"beam": beam, "sentences": int(sum(len(b) for b in batches)), "decode_length": args.decode_length,
+            "decode_split": split, "decode_flops_per_token": flops / tokens}

@@ -16,7 +16,7 @@ def _median(values):
 
 def summarize(records):
     """One row per (arch, dtype, max_tokens), medians over the rounds."""
-    from .benchmark_report import paper_ratios
+    from ..fairseq_runs import paper_ratios
 
     groups = {}
     for r in records:
@@ -58,7 +58,7 @@ def _f(v, fmt="{:.2f}"):
 
 
 def _top_ops(entries, n=2):
-    from .gpu_speed_measure import is_range
+    from .speed_measure import is_range
 
     ops = [e for e in entries if not is_range(e["name"])][:n]
     return ", ".join(f"{e['name']} {e['ms']:.1f} ms" for e in ops) or "-"

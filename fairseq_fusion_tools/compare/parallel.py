@@ -1,6 +1,6 @@
 """fusion-compare ``--jobs N``: N runs train (and are then translated) at once, e.g. many small models on one GPU.
 
-Each run is trained by ``compare.run_one`` and translated by ``compare.evaluate`` under every checkpoint selection
+Each run is trained by ``training.run_one`` and translated by ``evaluation.evaluate`` under every checkpoint selection
 the table will ask of it (its own, and those of the systems tested against it), in a pool of N threads that each
 wait on one fairseq-train or fairseq-generate process. A second stage (Dou et al.'s archs, the baseline continued)
 starts when the baseline run of its seed has finished. The table is then made as without ``--jobs``, from the cached
@@ -11,7 +11,8 @@ import os
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from .compare import evaluate, run_one, stop_running
+from .evaluation import evaluate
+from .training import run_one, stop_running
 
 
 def selections(args, systems, compared):

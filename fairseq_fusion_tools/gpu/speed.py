@@ -31,8 +31,8 @@ import statistics
 import sys
 import time
 
-from . import atomic_files
-from fairseq_fusion_tools.user_files import fail
+from .. import atomic_files
+from ..user_files import fail
 
 STAGES = ("profile", "overhead", "compile", "benchmark")
 DEFAULT_STAGES = ("profile", "overhead", "benchmark")
@@ -90,7 +90,7 @@ def check_args(args):
             or min(args.warmup_updates, args.compile_warmup_steps) < 0 or args.budget_minutes <= 0:
         fail("--rounds, --updates, --profile-steps, --decode-sentences, --decode-length and --budget-minutes must be "
              "positive, --warmup-updates and --compile-warmup-steps 0 or more")
-    from .gpu_check import select_archs
+    from .check import select_archs
     archs = select_archs(args.archs)
     return stages, dtypes, max_tokens, [a for a in archs if a != "transformer"]
 
@@ -116,7 +116,7 @@ def machine(cuda):
 def run_profile(args, task, data, dtypes, cuda, seen, log):
     """Per arch, dtype and setting: ms per step on new and on seen shapes, and one profiled step of each."""
     import torch
-    from . import gpu_speed_measure as m
+    from . import speed_measure as m
 
     plugin_setting = torch.backends.cuda.cudnn_sdp_enabled()
     results = []
@@ -168,7 +168,7 @@ def run_overhead(args, task, data, dtypes, cuda, log):
 
     import torch
     from fairseq.optim import adam as fairseq_adam
-    from . import gpu_speed_measure as m
+    from . import speed_measure as m
 
     results = {"launch_us": m.launch_us(cuda), "runs": []}
     log(f"| overhead: {results['launch_us']:.1f} us per kernel launch issued back to back")
@@ -204,8 +204,8 @@ def run_overhead(args, task, data, dtypes, cuda, log):
 def run_compile(args, task, data, dtypes, cuda, log):
     """Per dtype: transformer's train_step eager, then with its forward compiled, on the same batches."""
     import torch
-    from . import gpu_speed_measure as m
-    from .gpu_check import error_line
+    from . import speed_measure as m
+    from .check import error_line
 
     backend = "inductor" if cuda else "eager"
     results = {"backend": backend, "cache_size_limit": torch._dynamo.config.cache_size_limit, "runs": []}
@@ -257,7 +257,7 @@ def run_compile(args, task, data, dtypes, cuda, log):
 def measure_arch(args, task, data, arch, dtypes, cuda, rate, flops_cache, rnd):
     """Every dtype x max-tokens training run of ``arch``, and its decoding, as records."""
     import torch
-    from . import gpu_speed_measure as m
+    from . import speed_measure as m
 
     records = []
     for dtype in dtypes:
@@ -357,7 +357,7 @@ def run_benchmark(args, task, data, archs, dtypes, cuda, rate, deadline, save, l
 # ---- driver -------------------------------------------------------------------------------------------------------
 
 def main(args):
-    from .gpu_check import no_cuda_line
+    from .check import no_cuda_line
 
     start = time.time()
     cuda = args.device == "cuda"
@@ -383,10 +383,10 @@ def main(args):
 
 
 def _run(args, start, cuda, stages, dtypes, archs, log):
-    from .gpu_check import prepare_data
-    from . import gpu_speed_report as report
-    from .gpu_check_train import setup_task
-    from . import gpu_speed_measure as m
+    from .check import prepare_data
+    from . import speed_report as report
+    from .check_train import setup_task
+    from . import speed_measure as m
 
     deadline = start + 60 * args.budget_minutes - 15  # the report's share
     data = prepare_data(args.work)
@@ -423,11 +423,3 @@ def _run(args, start, cuda, stages, dtypes, archs, log):
     log(report.markdown(doc, short=True))
     log(f"| {time.time() - start:.0f} s; wrote {args.out}.json and {args.out}.md")
     return 0
-
-
-def cli_main():
-    sys.exit(main(get_parser().parse_args()))
-
-
-if __name__ == "__main__":
-    cli_main()

@@ -14,9 +14,8 @@ import math
 import os
 import time
 
-from .benchmark import SIZES
-from .data_paths import PLUGIN_DIR
-from .compare import COMMON, TRAINING
+from ..fairseq_runs import COMMON, SIZES, TRAINING
+from ..data_paths import PLUGIN_DIR
 
 VALID_MAX_TOKENS = 12000  # the valid split in a few batches (forward only, no activations kept)
 DTYPE_FLAGS = {"fp32": [], "fp16": ["--fp16"], "bf16": ["--bf16"]}
@@ -95,7 +94,7 @@ def decode_bleu(task, model, data, sentences, beam, cuda, batch_size=100):
     import torch
     from fairseq import utils
 
-    from .scoring import evaluation
+    from ..scoring import evaluation
     from fairseq_fusion.encoders.prepared import _manifest
 
     manifest = _manifest(data)
