@@ -4,7 +4,7 @@ A UTF-8 byte-order mark (bytes EF BB BF, U+FEFF; some Windows editors write one 
 the text: read as text it glues itself to the first word, which becomes a word of its own (a vocabulary entry of
 ``fusion-prepare-text``, ``<unk>`` in fairseq-interactive, a mismatched word for a scorer). The readers here remove it,
 with one warning naming the file (``errors.warn``). Used by ``fusion-prepare-text``, the scorers
-(``fairseq_fusion_tools.analysis.evaluation``, ``m2``, ``alignment``), fairseq-interactive's line reader and the hub
+(``fairseq_fusion_tools.scoring``: ``evaluation``, ``m2``, ``alignment_links``), fairseq-interactive's line reader and the hub
 (``input_checks``). Standard library only: the scorers run without torch and fairseq.
 """
 import codecs

@@ -24,7 +24,7 @@ class ArchInfo:
     paper: str  # paper, table/row and the readings chosen
     equations: str  # the equations (sections, figures) it implements; "-" for none
     key_flags: str  # markdown notes: the flags that make it (outside parentheses: what it sets) and alternatives
-    # the paper whose settings it trains with in the recipes (fairseq_fusion_tools/recipe_settings.py PAPERS);
+    # the paper whose settings it trains with in the recipes (fairseq_fusion_tools/recipe_settings/tables.py PAPERS);
     # "vaswani": a baseline, which trains with the setting of the task's first paper
     source: str = "vaswani"
     # the paper's own speed of the arch relative to its transformer, (training, decoding), None where it gives none

@@ -4,7 +4,7 @@ Every run is ``fairseq-train`` (``--user-dir`` this plugin) with identical setti
 arch and flags, and its seed; the budget is equal for all: ``--max-update`` updates, or ``--max-minutes``
 of training on the same machine (fairseq's ``--stop-time-hours``), per stage. Each finished run is
 evaluated on the test subsets with ``fairseq-generate`` (one beam for all), detokenized with Moses and
-scored with sacreBLEU (signature kept) and tokenized BLEU (``analysis.evaluation.score``); each system is
+scored with sacreBLEU (signature kept) and tokenized BLEU (``scoring.evaluation.score``); each system is
 tested against the baseline seed by seed with sacreBLEU's paired bootstrap (the same seed's baseline run
 under the same protocol, same test set).
 
