@@ -67,8 +67,8 @@ def run_cli(cmd, cwd=None, env=None, check=True, stdin=None, process=False):
     ``check``, a non-zero exit fails the test and shows the output."""
     run = cli_runner.run_process if process else cli_runner.run_in_process
     proc = run(cmd, cwd=cwd, env=dict(env or {}, OMP_NUM_THREADS="1"), stdin=stdin)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+    if check:
+        cli_runner.expect_success(proc)
     return proc
 
 
@@ -92,10 +92,11 @@ def shell_env(env):
     return dict(env, PATH=BIN + os.pathsep + env.get("PATH", ""), OMP_NUM_THREADS="1")
 
 
-def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extra=()):
+def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extra=(), model_args=SMALL_MODEL_ARGS):
+    """fairseq-train of ``arch`` at ``model_args``'s size on ``data_dir``, ``extra`` flags last."""
     return [
         "fairseq-train", data_dir, "--user-dir", os.path.join(REPO, "fairseq_fusion"),
-        "--arch", arch, *SMALL_MODEL_ARGS, "--share-all-embeddings",
+        "--arch", arch, *model_args, "--share-all-embeddings",
         "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "4",
         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
         "--max-tokens", "1500", "--max-update", str(max_update), "--save-dir", save_dir,
@@ -127,6 +128,18 @@ def slice_work(multi30k_slice, tmp_path):
     return work
 
 
+def with_flag(args, flag, *values):
+    """``args`` with option ``flag`` given ``values`` (replacing its value(s) where it is there, appended where not);
+    no ``values``: ``flag`` and its values removed."""
+    if flag not in args:
+        return list(args) + ([flag, *values] if values else [])
+    at = args.index(flag)
+    end = at + 1
+    while end < len(args) and not args[end].startswith("--"):
+        end += 1
+    return list(args[:at]) + ([flag, *values] if values else []) + list(args[end:])
+
+
 TINY_MODEL_ARGS = [
     "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
     "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
@@ -136,8 +149,7 @@ TINY_MODEL_ARGS = [
 
 def tiny_train_args(data_dir, save_dir, arch, *extra, max_update=2):
     """fairseq-train of ``arch`` at the tiniest size (d=16, 1+1 layers): for what needs a checkpoint, not a model."""
-    args = train_args(data_dir, save_dir, arch=arch, max_update=max_update, extra=list(extra))
-    return args[:4] + ["--arch", arch] + TINY_MODEL_ARGS + args[args.index("--share-all-embeddings"):]
+    return train_args(data_dir, save_dir, arch=arch, max_update=max_update, extra=extra, model_args=TINY_MODEL_ARGS)
 
 
 @pytest.fixture(scope="session")

@@ -132,7 +132,7 @@ def test_parse_spans_command_and_training_with_parse_phrases(multi30k_slice, tmp
         n_lines = sum(1 for _ in f)
     with open(other, "w") as f:
         f.write("(S (X foo))\n" * n_lines)
-    proc = run_cli(spans_cmd[:-1] + [other], check=False)
+    proc = run_cli(with_flag(spans_cmd, "--parse", other), check=False)
     assert proc.returncode != 0 and "more than --max-fallback 0.05" in proc.stderr
     assert not os.path.exists(span_path(data, "valid", "en", "de"))
 
