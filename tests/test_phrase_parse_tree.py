@@ -2,7 +2,7 @@
 import os
 
 import pytest
-from conftest import run_cli, train_args
+from conftest import run_cli, train_args, with_flag
 
 from fairseq_fusion_tools.cli import parse_spans
 from fairseq_fusion.modules.phrase_parse_tree import ParseError, parse_tree, phrase_lengths, tree_words
