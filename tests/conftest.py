@@ -1,5 +1,6 @@
 """Shared fixtures: a binarized slice of the real Multi30k data, small model args, the CLI runner."""
 import os
+import subprocess
 
 import pytest
 import torch
@@ -90,6 +91,16 @@ def shell_env(env):
     """``env`` for a shell command (a documented command, a recipe): this environment's console scripts first on
     PATH, one OpenMP thread per command."""
     return dict(env, PATH=BIN + os.pathsep + env.get("PATH", ""), OMP_NUM_THREADS="1")
+
+
+def run_recipe(task, step, *args, env=None, check=True):
+    """bash recipes/``task``/``step``.sh ``args`` with ``env`` added to this environment; with ``check``, a non-zero
+    exit fails the test and shows the output's tail."""
+    proc = subprocess.run(["bash", os.path.join(REPO, "recipes", task, f"{step}.sh"), *args], capture_output=True,
+                          text=True, env=shell_env(dict(os.environ, **(env or {}))))
+    if check:
+        cli_runner.expect_success(proc, f"{task}/{step}.sh to exit 0")
+    return proc
 
 
 def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extra=(), model_args=SMALL_MODEL_ARGS):

@@ -9,8 +9,8 @@ import sys
 import pytest
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from cli_runner import expect, expect_success
-from conftest import run_cli, shell_env, write_dicts
+from cli_runner import expect
+from conftest import run_cli, run_recipe, write_dicts
 
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion import fusion_options
@@ -188,14 +188,6 @@ def test_data_per_paper():
     out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "prepare", "--task",
                           "wmt17_zh_en", "--paper", "yang"], capture_output=True, text=True, check=True).stdout
     assert "SRC=en\nTGT=zh" in out and "CWMT" in out
-
-
-def run_recipe(task, step, *args, env=None, check=True):
-    proc = subprocess.run(["bash", os.path.join(REPO, "recipes", task, f"{step}.sh"), *args], capture_output=True, text=True,
-                          env=shell_env(dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))))
-    if check:
-        expect_success(proc, f"{task}/{step}.sh to exit 0")
-    return proc
 
 
 @pytest.mark.parametrize("task", TASKS)
