@@ -23,6 +23,14 @@ TASKS = ["wmt14_en_de", "wmt14_en_fr", "wmt16_ro_en", "wmt17_zh_en", "wmt17_en_r
 FUSION_ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m.__name__ == "FusionTransformerModel")
 
 
+def settings_printed(capsys, *args):
+    """What ``python recipes/common/settings.py ARGS`` prints: the script's recipe_settings.main, run in this process
+    (the recipes run the script itself: test_multi30k_recipe_end_to_end)."""
+    capsys.readouterr()
+    settings.main(list(args))
+    return capsys.readouterr().out
+
+
 def test_every_task_of_the_issue_has_a_recipe():
     assert sorted(settings.TASKS) == sorted(TASKS)
     for task in TASKS:
@@ -99,7 +107,7 @@ def test_emelin_warmup_lr_and_batch():
     assert settings.bpe_settings("wmt17_en_ru", "emelin")["merges"] == 32000
 
 
-def test_size_and_warmup_follow_the_model_flags_not_the_arch_name():
+def test_size_and_warmup_follow_the_model_flags_not_the_arch_name(capsys):
     """Emelin et al. A.1's warm-up from the techniques the flags turn on, the size from the embedding dim."""
     cases = [("fusion_transformer", [], "base", 4000), ("fusion_transformer", ["--lexical-shortcuts"], "base", 6000),
              ("fusion_transformer", ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion"], "base", 8000),
@@ -109,13 +117,12 @@ def test_size_and_warmup_follow_the_model_flags_not_the_arch_name():
         s = settings.train_settings("wmt14_en_de", arch, "emelin", n_gpus=4, flags=flags)
         assert (s["size"], s["warmup"]) == (size, warmup), (arch, flags)
         assert s["max_update"] == (300000 if size == "big" else 150000)
-    out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "train", "--task", "wmt14_en_de",
-                          "--arch", "fusion_transformer", "--paper", "emelin", "--model-flags=--lexical-shortcuts"],
-                         capture_output=True, text=True, check=True).stdout
+    out = settings_printed(capsys, "train", "--task", "wmt14_en_de", "--arch", "fusion_transformer", "--paper", "emelin",
+                           "--model-flags=--lexical-shortcuts")
     assert "--warmup-updates 6000" in out.replace("'", "")
 
 
-def test_length_ratio_cleaning_per_paper():
+def test_length_ratio_cleaning_per_paper(capsys):
     """fairseq's prepare scripts clean with a length ratio of 1.5 (Yang et al. A.1; Liu et al.'s En-De/En-Fr via
     Ott et al. 2018); Moses' default 9 elsewhere."""
     ratio = {(p, t): settings.bpe_settings(t, p)["max_ratio"] for p, t in
@@ -124,8 +131,7 @@ def test_length_ratio_cleaning_per_paper():
     assert ratio == {("yang", "wmt14_en_de"): 1.5, ("yang", "wmt17_zh_en"): 1.5, ("liu", "wmt14_en_de"): 1.5,
                      ("liu", "wmt14_en_fr"): 1.5, ("liu", "wmt16_ro_en"): 9.0, ("emelin", "wmt14_en_de"): 9.0,
                      ("dou", "wmt14_en_de"): 9.0}
-    out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "prepare", "--task",
-                          "wmt14_en_de", "--paper", "yang"], capture_output=True, text=True, check=True).stdout
+    out = settings_printed(capsys, "prepare", "--task", "wmt14_en_de", "--paper", "yang")
     assert "MAX_RATIO=1.5" in out
     assert '--max-ratio "$MAX_RATIO"' in open(os.path.join(REPO, "recipes", "common", "recipe.sh")).read()
 
@@ -168,7 +174,7 @@ def test_readme_shows_the_current_settings_table():
     assert settings.readme_table() in readme
 
 
-def test_data_per_paper():
+def test_data_per_paper(capsys):
     """Dev/test sets, direction and corpora as the papers name them; the headline test set is subset test."""
     d = settings.data_settings
     assert d("wmt14_en_fr", "liu")["valid_name"] == "newstest2012+newstest2013"  # Liu et al. A.1
@@ -185,8 +191,7 @@ def test_data_per_paper():
     assert "OPUS-UNPC/v1.0/moses/en-zh" in urls["wmt17_zh_en"] and "OPUS-UNPC/v1.0/moses/en-ru" in urls["wmt17_en_ru"]
     assert "paracrawl-release1.en-cs" in urls["wmt18_en_cs"] and "paracrawl-release1.en-fi" in urls["wmt18_en_fi"]
     assert any("CWMT" in name for name, _ in settings.TASKS["wmt17_zh_en"]["registration"])
-    out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "prepare", "--task",
-                          "wmt17_zh_en", "--paper", "yang"], capture_output=True, text=True, check=True).stdout
+    out = settings_printed(capsys, "prepare", "--task", "wmt17_zh_en", "--paper", "yang")
     assert "SRC=en\nTGT=zh" in out and "CWMT" in out
 
 
