@@ -171,6 +171,15 @@ def tiny_checkpoint(multi30k_slice, tmp_path_factory):
     return os.path.join(save, "checkpoint_last.pt")
 
 
+@pytest.fixture(scope="session")
+def small_checkpoint(multi30k_slice, tmp_path_factory):
+    """checkpoint_last.pt of fusion_transformer at the small size (train_args) after 4 updates on the Multi30k slice:
+    one training for the tests that analyse a trained model (test_alignment.py, test_contrastive.py)."""
+    save = str(tmp_path_factory.mktemp("small_checkpoint"))
+    run_cli(train_args(multi30k_slice, save, arch="fusion_transformer", max_update=4))
+    return os.path.join(save, "checkpoint_last.pt")
+
+
 def unwritable_folder(tmp):
     """A folder this user cannot write in: a chmod 555 one, or (root writes through permissions) /sys, whose files
     root cannot create either; None if neither stops this user."""
