@@ -40,6 +40,21 @@ class FastHalfGemm(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "long_run: a whole pipeline of commands (minutes on 2 cores); its module runs first")
+
+
+def pytest_collection_modifyitems(items):
+    """The modules holding a long_run test first, their long_run tests at their head: pytest-xdist hands the tests
+    out in this order, so the longest start at the beginning rather than making the tail of the run. A module stays
+    together (its module fixtures are built once per worker, as before)."""
+    first = {item.path for item in items if item.get_closest_marker("long_run")}
+    module_at = {}
+    for i, item in enumerate(items):
+        module_at.setdefault(item.path, i)
+    items.sort(key=lambda item: (item.path not in first, module_at[item.path], not item.get_closest_marker("long_run")))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def threads_per_worker():
     """torch's intra-op threads: the cores shared out among pytest-xdist's workers (one each with 2 workers on 2

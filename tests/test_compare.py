@@ -178,6 +178,7 @@ def _average_of(paths):
     return {k: sum(s[k].double() for s in states) / len(states) for k in states[0]}
 
 
+@pytest.mark.long_run
 def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test, tmp_path):
     """The papers' protocols: the transformer (Vaswani) and the hierarchical aggregation (Dou, second stage from
     the transformer's checkpoint, tested against the transformer continued as long) by the average of their last

@@ -35,6 +35,7 @@ def _compare(data, work, *extra, check=True):
                     "--test-subsets", "test", *extra], check=check)
 
 
+@pytest.mark.long_run
 def test_budget_from_the_baselines_curve_into_the_second_readme_table(slice_small_test, tmp_path):  # noqa: F811
     work = str(tmp_path / "work")
     readme = tmp_path / "README.md"

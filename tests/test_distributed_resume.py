@@ -21,6 +21,7 @@ def free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.long_run
 @pytest.mark.parametrize("ddp_backend", ["legacy_ddp", "pytorch_ddp"])
 def test_two_cpu_ranks_end_with_same_parameters(multi30k_slice, tmp_path, ddp_backend):
     port = free_port()
@@ -58,6 +59,7 @@ def final_train_loss(log, update):
     return float(m[-1])
 
 
+@pytest.mark.long_run
 def test_exact_resume(multi30k_slice, tmp_path):
     n = 7  # stops mid-epoch: the data iterator position must be restored too
     extra = ["--dropout", "0.1", "--no-epoch-checkpoints", "--save-interval-updates", str(n)]

@@ -487,6 +487,7 @@ def expectation_failures(entry, rc, out, repo):
     return bad
 
 
+@pytest.mark.long_run
 @pytest.mark.parametrize("group", GROUPS)
 def test_documented_commands_run(group, documented, multi30k_slice, doc_checkpoint, tmp_path):
     where = {}

@@ -313,6 +313,7 @@ def test_m2_metric_scores_the_first_sentences(tmp_path):
 
 
 # -------------------------------------------------------------------------------------- the recipe
+@pytest.mark.long_run
 def test_gec_recipe_end_to_end(tmp_path):
     """prepare (mlconvgec2018's folder layout, tokens kept, unchanged pairs dropped) -> train SurfaceFusion and FGLA
     with SwitchOut -> evaluate with beam 6, LP 0.6 -> M2; then layer masking of the FGLA model scored with F0.5

@@ -281,6 +281,7 @@ def test_wmt14_evaluate_scores_a_system_output(tmp_path):
            f"sacreBLEU's own 'BLEU = {direct}' and the tokenized BLEU (compound split)")
 
 
+@pytest.mark.long_run
 def test_multi30k_recipe_end_to_end(tmp_path):
     """recipes/README.md's Multi30k commands with a paper's arch (transformer_lexical_shortcuts_ff) at tiny size
     through the documented environment overrides: prepare (local copy; again: nothing to do) -> train (the small
@@ -379,6 +380,7 @@ def test_prepare_of_a_preprocessed_release_names_what_it_expects(tmp_path):
            "a refusal saying --local needs --from-raw")
 
 
+@pytest.mark.long_run
 def test_two_stage_training_with_validation_bleu(tmp_path):
     """train.sh --two-stage (Dou et al. 4.1): the vanilla model first, then ARCH from its last checkpoint; with
     --eval-bleu the log has validation BLEU, which fusion-training-curve plots."""

@@ -131,6 +131,7 @@ def test_gpt2_preparation_never_leaves_a_half_written_folder(tmp_path):
     assert len(open(out / "tok" / "train.raw.source").readlines()) == 3
 
 
+@pytest.mark.long_run
 def test_summarization_recipe_end_to_end(tmp_path):
     """prepare (GPT-2 BPE) -> train SurfaceFusion (lambda 0.8) and FGLA -> evaluate with beam 4, LP 2.0, min length
     55, no repeated trigram -> ROUGE; then layer masking of the FGLA model scored with ROUGE-L."""
