@@ -81,13 +81,14 @@ def test_cli_round_trip_generate_bleu(multi30k_slice, trained):
         capture_output=True, text=True, env=env,
     )
     expect_success(proc)
-    expect(proc, re.search(r"Generate test with beam=5: BLEU4 = \d+\.\d+", proc.stdout), "the line 'Generate test with beam=5: BLEU4 = ...'")
+    expect(proc, re.search(r"Generate test with beam=5: BLEU4 = \d+\.\d+", proc.stdout),
+           "the line 'Generate test with beam=5: BLEU4 = ...'")
     hypotheses = len(re.findall(r"^H-\d+\t", proc.stdout, flags=re.M))
     expect(proc, hypotheses == 1000, f"1000 H- lines, one per test sentence, not {hypotheses}")
 
 
 def test_interactive_and_hub(multi30k_slice, trained):
-    proc = run_cli(
+    run_cli(
         ["fairseq-interactive", multi30k_slice, "--user-dir", os.path.join(REPO, "fairseq_fusion"),
          "--path", os.path.join(trained, "checkpoint_last.pt"), "--cpu", "--beam", "2", "--max-len-b", "10"],
     )
