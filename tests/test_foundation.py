@@ -232,7 +232,8 @@ def test_added_test_set_equals_one_prepared_with_the_rest(tmp_path):
     assert digest(added, split) == digest(full, split)
     proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--destdir", str(tmp_path / "none"),
                     "--add-test", os.path.join(src, "test_2017_flickr")], check=False)
-    assert proc.returncode != 0 and "--add-test needs a --destdir written by fusion-prepare-text" in proc.stderr
+    expect(proc, proc.returncode != 0 and "--add-test needs a --destdir written by fusion-prepare-text" in proc.stderr,
+           "--add-test into a folder fusion-prepare-text did not write to be refused")
 
 
 def test_punctuation_normalization_and_non_printing_removal(tmp_path):
@@ -288,7 +289,8 @@ def test_chinese_is_segmented_with_jieba_on_real_zh_en_text(tmp_path):
     f1 = 2 * hit / (sum(len(o) for o in ours) + sum(len(g) for g in gold))
     assert f1 > 0.75, f1  # 0.805 measured (jieba vs the gold set's conventions); 0.0 unsegmented
     proc = run_cli([*common, "--destdir", str(tmp_path / "refused"), "--zh-segmenter", "none"], check=False)
-    assert proc.returncode != 0 and "looks unsegmented" in proc.stderr and "--zh-segmenter jieba" in proc.stderr
+    expect(proc, proc.returncode != 0 and "looks unsegmented" in proc.stderr and "--zh-segmenter jieba" in proc.stderr,
+           "unsegmented Chinese to be refused, suggesting --zh-segmenter jieba")
 
 
 def test_technique_modules_do_not_import_the_model():

@@ -297,7 +297,8 @@ def test_score_m2_cli_reads_generate_logs_and_text(tmp_path):
     short = write(tmp_path / "short.txt", OFFICIAL_SYSTEM[0] + "\n")
     proc = run_cli(["fusion-score-m2", "--hyp", short, "--hyp-format", "text", "--gold", gold, "--out", str(tmp_path / "c")],
                    check=False)
-    assert proc.returncode != 0 and "short.txt has 1 sentences but the gold file" in proc.stderr
+    expect(proc, proc.returncode != 0 and "short.txt has 1 sentences but the gold file" in proc.stderr,
+           "a refusal of the output shorter than the gold file")
 
 
 def test_m2_metric_scores_the_first_sentences(tmp_path):

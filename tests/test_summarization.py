@@ -118,7 +118,8 @@ def test_gpt2_preparation_never_leaves_a_half_written_folder(tmp_path):
     args = ["fusion-prepare-gpt2", "-s", "source", "-t", "target", "--trainpref", f"{raw}/train", "--validpref",
             f"{raw}/val", "--gpt2-dir", gpt2, "--destdir", str(out)]
     proc = run_cli(args + ["--testpref", f"{raw}/test"], check=False)
-    assert proc.returncode != 0 and "test.source has 4 lines but" in proc.stderr and "Traceback" not in proc.stderr
+    expect(proc, proc.returncode != 0 and "test.source has 4 lines but" in proc.stderr and "Traceback" not in proc.stderr,
+           "a one-line refusal of test.source's 4 lines")
     assert sorted(os.listdir(tmp_path)) == ["gpt2", "raw"]  # no data, no .data.building-*
     run_cli(args)
     before = {f: os.path.getmtime(out / f) for f in os.listdir(out)}
