@@ -9,6 +9,9 @@ exit status 1; ``SystemExit`` gives its status. Everything is put back afterward
 ``run_process(argv)`` starts the console script as a new process instead (5 s of imports): for what only a process
 shows (its exit status and output as the interpreter ends it, a signal, a second plugin folder, which cannot be
 imported into this process beside the first).
+
+``expect(proc, holds, expected)`` is how a test asserts what a command did: a failure says what was expected and
+shows the command, its exit status and the tail of its output (``output_tail``), not a bare ``False``.
 """
 import contextlib
 import io
@@ -150,3 +153,23 @@ def run_process(argv, cwd=None, env=None, stdin=None):
     with open(stdin, "rb") if stdin is not None else contextlib.nullcontext() as stdin_file:
         return subprocess.run([os.path.join(BIN, argv[0])] + list(argv[1:]), cwd=cwd, env=dict(os.environ, **(env or {})),
                               stdin=stdin_file if stdin is not None else subprocess.DEVNULL, capture_output=True, text=True)
+
+
+def output_tail(proc, chars=3000):
+    """Command ``proc`` (a CompletedProcess), its exit status and the last ``chars`` characters of its stdout and
+    stderr: what a failed assertion about it shows."""
+    cmd = proc.args if isinstance(proc.args, str) else " ".join(str(a) for a in proc.args)
+    return (f"{cmd}\nexited {proc.returncode}\n--- stdout (tail)\n{(proc.stdout or '')[-chars:]}\n"
+            f"--- stderr (tail)\n{(proc.stderr or '')[-chars:]}")
+
+
+def expect(proc, holds, expected):
+    """Assert ``holds``, a fact about what command ``proc`` did or wrote; a failure reads "expected ``expected``"
+    followed by the command's output tail."""
+    if not holds:
+        raise AssertionError(f"expected {expected}\n{output_tail(proc)}")
+
+
+def expect_success(proc, what="exit status 0"):
+    expect(proc, proc.returncode == 0, what)
+    return proc

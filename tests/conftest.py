@@ -1,5 +1,6 @@
 """Shared fixtures: a binarized slice of the real Multi30k data, small model args, the CLI runner."""
 import os
+import subprocess
 
 import pytest
 import torch
@@ -39,6 +40,21 @@ class FastHalfGemm(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "long_run: a whole pipeline of commands (minutes on 2 cores); its module runs first")
+
+
+def pytest_collection_modifyitems(items):
+    """The modules holding a long_run test first, their long_run tests at their head: pytest-xdist hands the tests
+    out in this order, so the longest start at the beginning rather than making the tail of the run. A module stays
+    together (its module fixtures are built once per worker, as before)."""
+    first = {item.path for item in items if item.get_closest_marker("long_run")}
+    module_at = {}
+    for i, item in enumerate(items):
+        module_at.setdefault(item.path, i)
+    items.sort(key=lambda item: (item.path not in first, module_at[item.path], not item.get_closest_marker("long_run")))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def threads_per_worker():
     """torch's intra-op threads: the cores shared out among pytest-xdist's workers (one each with 2 workers on 2
@@ -67,8 +83,8 @@ def run_cli(cmd, cwd=None, env=None, check=True, stdin=None, process=False):
     ``check``, a non-zero exit fails the test and shows the output."""
     run = cli_runner.run_process if process else cli_runner.run_in_process
     proc = run(cmd, cwd=cwd, env=dict(env or {}, OMP_NUM_THREADS="1"), stdin=stdin)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+    if check:
+        cli_runner.expect_success(proc)
     return proc
 
 
@@ -92,10 +108,21 @@ def shell_env(env):
     return dict(env, PATH=BIN + os.pathsep + env.get("PATH", ""), OMP_NUM_THREADS="1")
 
 
-def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extra=()):
+def run_recipe(task, step, *args, env=None, check=True):
+    """bash recipes/``task``/``step``.sh ``args`` with ``env`` added to this environment; with ``check``, a non-zero
+    exit fails the test and shows the output's tail."""
+    proc = subprocess.run(["bash", os.path.join(REPO, "recipes", task, f"{step}.sh"), *args], capture_output=True,
+                          text=True, env=shell_env(dict(os.environ, **(env or {}))))
+    if check:
+        cli_runner.expect_success(proc, f"{task}/{step}.sh to exit 0")
+    return proc
+
+
+def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extra=(), model_args=SMALL_MODEL_ARGS):
+    """fairseq-train of ``arch`` at ``model_args``'s size on ``data_dir``, ``extra`` flags last."""
     return [
         "fairseq-train", data_dir, "--user-dir", os.path.join(REPO, "fairseq_fusion"),
-        "--arch", arch, *SMALL_MODEL_ARGS, "--share-all-embeddings",
+        "--arch", arch, *model_args, "--share-all-embeddings",
         "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "4",
         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
         "--max-tokens", "1500", "--max-update", str(max_update), "--save-dir", save_dir,
@@ -127,6 +154,18 @@ def slice_work(multi30k_slice, tmp_path):
     return work
 
 
+def with_flag(args, flag, *values):
+    """``args`` with option ``flag`` given ``values`` (replacing its value(s) where it is there, appended where not);
+    no ``values``: ``flag`` and its values removed."""
+    if flag not in args:
+        return list(args) + ([flag, *values] if values else [])
+    at = args.index(flag)
+    end = at + 1
+    while end < len(args) and not args[end].startswith("--"):
+        end += 1
+    return list(args[:at]) + ([flag, *values] if values else []) + list(args[end:])
+
+
 TINY_MODEL_ARGS = [
     "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
     "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
@@ -136,8 +175,7 @@ TINY_MODEL_ARGS = [
 
 def tiny_train_args(data_dir, save_dir, arch, *extra, max_update=2):
     """fairseq-train of ``arch`` at the tiniest size (d=16, 1+1 layers): for what needs a checkpoint, not a model."""
-    args = train_args(data_dir, save_dir, arch=arch, max_update=max_update, extra=list(extra))
-    return args[:4] + ["--arch", arch] + TINY_MODEL_ARGS + args[args.index("--share-all-embeddings"):]
+    return train_args(data_dir, save_dir, arch=arch, max_update=max_update, extra=extra, model_args=TINY_MODEL_ARGS)
 
 
 @pytest.fixture(scope="session")
@@ -145,6 +183,15 @@ def tiny_checkpoint(multi30k_slice, tmp_path_factory):
     """checkpoint_last.pt of transformer_surface_fusion after 2 updates on the Multi30k slice (d=16)."""
     save = str(tmp_path_factory.mktemp("tiny_checkpoint"))
     run_cli(tiny_train_args(multi30k_slice, save, "transformer_surface_fusion"))
+    return os.path.join(save, "checkpoint_last.pt")
+
+
+@pytest.fixture(scope="session")
+def small_checkpoint(multi30k_slice, tmp_path_factory):
+    """checkpoint_last.pt of fusion_transformer at the small size (train_args) after 4 updates on the Multi30k slice:
+    one training for the tests that analyse a trained model (test_alignment.py, test_contrastive.py)."""
+    save = str(tmp_path_factory.mktemp("small_checkpoint"))
+    run_cli(train_args(multi30k_slice, save, arch="fusion_transformer", max_update=4))
     return os.path.join(save, "checkpoint_last.pt")
 
 

@@ -10,8 +10,8 @@ import torch
 from fairseq import checkpoint_utils
 from fairseq_cli import train
 
-dump_file = sys.argv[1]
-sys.argv = ["fairseq-train"] + sys.argv[2:]
+dump_file, *command = sys.argv[1:]
+sys.argv = command
 _save = checkpoint_utils.save_checkpoint
 
 

@@ -6,7 +6,7 @@ registered here (and every entry still documented) and runs each group in a fres
 import os
 import re
 
-from doc_extraction import REPO, normalize
+from doc_extraction import REPO, extract, normalize
 
 # ------------------------------------------------------------------------------------------------ the registry
 # How each documented command runs here. The layout is a fresh clone's (see test_documented_commands.py): the

@@ -1,6 +1,7 @@
 """The 250 documents of tests/data/rouge155/ (README.md there) as test_rouge155.py scores them. documents.json holds
 the 240 built from newstest2014 as line ranges of the shared data's ``wmt14/newstest2014.en`` (the shared corpora are
-never copied into the repository), read from FUSION_DATA here, and the 10 of our own making as text."""
+never copied into the repository), read from the shared data (data_paths.data_root()) here, and the 10 of our own
+making as text."""
 import hashlib
 import json
 import os

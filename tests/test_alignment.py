@@ -7,7 +7,7 @@ import pytest
 import torch
 from fairseq import options, tasks
 
-from conftest import run_cli, train_args
+from conftest import run_cli
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion_tools.analysis import alignment
 from fairseq_fusion_tools.analysis import alignment_stream as stream
@@ -248,14 +248,7 @@ def test_aer_command_on_zhen(tmp_path):
     assert r["recall"] == pytest.approx((s - 450) / s) and r["precision"] == 1.0
 
 
-@pytest.fixture(scope="module")
-def trained_checkpoint(multi30k_slice, tmp_path_factory):
-    save = str(tmp_path_factory.mktemp("align_ckpt"))
-    run_cli(train_args(multi30k_slice, save, arch="fusion_transformer", max_update=4))
-    return os.path.join(save, "checkpoint_last.pt")
-
-
-def test_alignment_command_matches_a_sentence_by_sentence_count(trained_checkpoint, multi30k_slice, tmp_path):
+def test_alignment_command_matches_a_sentence_by_sentence_count(small_checkpoint, multi30k_slice, tmp_path):
     """The command (two checkpoints, batches of 7) against AER and C<=i counted here one
     sentence at a time from layer_attentions, with the command's BPE and direction."""
     from fairseq_fusion_tools.analysis.common import load_model
@@ -263,7 +256,7 @@ def test_alignment_command_matches_a_sentence_by_sentence_count(trained_checkpoi
     out = str(tmp_path / "align")
     parallel, gold_path = os.path.join(ALIGN, "deen", "test.de-en"), os.path.join(ALIGN, "deen", "deen.talp")
     proc = run_cli([
-        "fusion-alignment-analysis", "--path", trained_checkpoint, trained_checkpoint, "--labels", "a,b",
+        "fusion-alignment-analysis", "--path", small_checkpoint, small_checkpoint, "--labels", "a,b",
         "--data", multi30k_slice, "--parallel", parallel, "--gold", gold_path,
         "--sentences", "12", "--batch-size", "7", "--out", out, "--cpu",
     ])
@@ -271,7 +264,7 @@ def test_alignment_command_matches_a_sentence_by_sentence_count(trained_checkpoi
     assert os.path.getsize(out + ".png") > 0
     a, b = data["checkpoints"]
     assert a["layers"] == b["layers"] and a["swap"] is True and a["sentences"] == 12
-    model, task, _ = load_model(trained_checkpoint, multi30k_slice, cpu=True)
+    model, task, _ = load_model(small_checkpoint, multi30k_slice, cpu=True)
     bpe = alignment.load_bpe(os.path.join(multi30k_slice, "bpe.codes"))
     pairs, gold = alignment.read_parallel(parallel)[:12], alignment_links.read_links(gold_path, True)[:12]
     counts = [[0, 0, 0, 0, set()] for _ in range(2)]  # |A|, |A∩S|, |A∩P|, |S|; covered (sentence, English word)
@@ -294,13 +287,13 @@ def test_alignment_command_matches_a_sentence_by_sentence_count(trained_checkpoi
     assert "layer 2: AER" in proc.stdout
 
 
-def test_coverage_without_gold(trained_checkpoint, multi30k_slice, tmp_path):
+def test_coverage_without_gold(small_checkpoint, multi30k_slice, tmp_path):
     out = str(tmp_path / "cov")
-    run_cli(["fusion-alignment-analysis", "--path", trained_checkpoint, "--data", multi30k_slice, "--parallel",
+    run_cli(["fusion-alignment-analysis", "--path", small_checkpoint, "--data", multi30k_slice, "--parallel",
              os.path.join(ALIGN, "deen", "test.de-en"), "--sentences", "5", "--out", out, "--cpu"])
     rows = json.load(open(out + ".json"))["checkpoints"][0]["layers"]
     assert "aer" not in rows[0] and len(rows) == 2
-    bad = run_cli(["fusion-alignment-analysis", "--path", trained_checkpoint, "--parallel", "nope.de-en",
+    bad = run_cli(["fusion-alignment-analysis", "--path", small_checkpoint, "--parallel", "nope.de-en",
                    "--out", out, "--cpu"], check=False)
     assert bad.returncode != 0 and "--parallel nope.de-en: no such file" in bad.stderr
 

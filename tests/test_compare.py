@@ -15,6 +15,7 @@ import sacrebleu
 import torch
 
 from fairseq_fusion_tools.compare import figure, protocols, table, training
+from cli_runner import expect
 from conftest import BIN, REPO, run_cli, shell_env
 
 
@@ -177,6 +178,7 @@ def _average_of(paths):
     return {k: sum(s[k].double() for s in states) / len(states) for k in states[0]}
 
 
+@pytest.mark.long_run
 def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test, tmp_path):
     """The papers' protocols: the transformer (Vaswani) and the hierarchical aggregation (Dou, second stage from
     the transformer's checkpoint, tested against the transformer continued as long) by the average of their last
@@ -185,10 +187,11 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
     work = str(tmp_path / "work")
     readme = tmp_path / "README.md"
     readme.write_text("<!-- RESULTS TABLE -->\n<!-- /RESULTS TABLE -->\n")
-    _compare(slice_small_test, work, "--readme", str(readme))
+    first_call = _compare(slice_small_test, work, "--readme", str(readme))
     res = json.load(open(os.path.join(work, "results.json")))
     hier, cont = "transformer_hierarchical_aggregation", "transformer+continued"
-    assert res["complete"] and [r["system"] for r in res["rows"]] == ["transformer", cont, "combo", hier]
+    expect(first_call, res["complete"] and [r["system"] for r in res["rows"]] == ["transformer", cont, "combo", hier],
+           f"a complete results.json with the rows transformer, {cont}, combo, {hier}")
     rows = {r["system"]: r for r in res["rows"]}
     assert [(rows[n]["protocol"]["paper"], rows[n]["protocol"]["stages"], rows[n]["protocol"]["select"], rows[n]["compared_with"])
             for n in rows] == [("vaswani", 1, "average5", None), ("vaswani", 2, "average5", None),
@@ -208,7 +211,7 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
             assert row["params"] == sum(unique.values())
         assert row["subsets"]["test"]["sacrebleu"] == pytest.approx(scores, abs=1e-6)
         assert row["subsets"]["test"]["sacrebleu_mean_sd"] == pytest.approx([statistics.mean(scores), statistics.stdev(scores)])
-        assert row["updates"] == [5, 5]  # per stage
+        expect(first_call, row["updates"] == [5, 5], f"{name}: 5 updates per stage, not {row['updates']}")
     # the tested average is the mean of the last 5 interval checkpoints, computed here
     run_dir = os.path.join(work, "runs", hier, "seed1")
     kept = sorted(n for n in os.listdir(run_dir) if re.fullmatch(r"checkpoint_\d+_\d+\.pt", n))
@@ -220,7 +223,8 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
     first = os.path.join(work, "runs", "transformer", "seed1", "checkpoint_last.pt")
     hier_cmd = json.load(open(os.path.join(run_dir, "command.json")))
     assert hier_cmd[hier_cmd.index("--init-from-vanilla") + 1] == first
-    assert "--init-from-vanilla " + first + ": loaded" in open(os.path.join(run_dir, "train.log")).read()
+    expect(first_call, "--init-from-vanilla " + first + ": loaded" in open(os.path.join(run_dir, "train.log")).read(),
+           f"{hier}'s train.log to say it loaded the baseline's checkpoint_last.pt")
     cont_cmd = json.load(open(os.path.join(work, "runs", cont, "seed1", "command.json")))
     assert cont_cmd[cont_cmd.index("--finetune-from-model") + 1] == first
     cont_log = open(os.path.join(work, "runs", cont, "seed1", "train.log")).read()
@@ -257,8 +261,10 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
                                             for n in rows for s in ("seed1", "seed2"))}
     gen = os.path.join(work, "runs", "combo", "seed2", "eval", "test.best.generate.txt")
     mtime = os.path.getmtime(gen)
-    assert "trained before, reused" in _compare(slice_small_test, work).stdout
-    assert {p: os.path.getsize(p) for p in logs} == logs and os.path.getmtime(gen) == mtime
+    second_call = _compare(slice_small_test, work)
+    expect(second_call, "trained before, reused" in second_call.stdout, "a second call to reuse every run")
+    expect(second_call, {p: os.path.getsize(p) for p in logs} == logs and os.path.getmtime(gen) == mtime,
+           "a second call to leave the train logs and translations alone")
 
     # an interrupted run (checkpoint at update 2, no train.json) continues from its checkpoint to update 5
     run_dir = os.path.join(work, "runs", "combo", "seed2")
@@ -268,46 +274,49 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
             subprocess.run(["rm", "-rf", os.path.join(run_dir, name)], check=True)
     run_cli(["fairseq-train", *cmd, "--max-update", "2"])
     assert os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
-    _compare(slice_small_test, work)
+    resumed = _compare(slice_small_test, work)
     log = open(os.path.join(run_dir, "train.log")).read()
-    assert re.search(r"[Ll]oaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 2 updates\)", log)
+    expect(resumed, re.search(r"[Ll]oaded checkpoint .*checkpoint_last\.pt \(epoch \d+ @ 2 updates\)", log),
+           f"the interrupted run to continue from its checkpoint at update 2 ({run_dir}/train.log)")
     updates = [int(json.loads(m)["num_updates"]) for m in re.findall(r"\| train_inner \| (\{.*\})", log)]
-    assert updates == [3, 4, 5]
+    expect(resumed, updates == [3, 4, 5], f"updates 3, 4, 5 after the checkpoint, not {updates}")
     assert json.load(open(os.path.join(run_dir, "train.json")))["updates"] == 5
 
     # another command in the same place is refused, naming the folder; a bad flag, or too few checkpoints to
     # average, fail before any training
     proc = _compare(slice_small_test, work, "--train-args", "--dropout 0.3", check=False)
     last = proc.stderr.strip().splitlines()[-1]
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert last.startswith("fairseq-fusion: error: fusion-compare: ") and "seed1 was trained with another command" in last
-    assert "(recorded -> now: --dropout 0.1 -> 0.3)" in last, last
+    expect(proc, proc.returncode == 1 and "Traceback" not in proc.stderr, "a refusal in one line, exit status 1")
+    expect(proc, last.startswith("fairseq-fusion: error: fusion-compare: ") and "seed1 was trained with another command" in last
+           and "(recorded -> now: --dropout 0.1 -> 0.3)" in last, "the refusal to name the run and the changed flag")
     proc = run_cli(["fusion-compare", slice_small_test, "--work", str(tmp_path / "w2"), "--size", "tiny", "--max-update", "2",
                     "--system", "transformer", "--system", "x=fusion_transformer --surface-fusion-lambda 0.5"], check=False)
-    assert proc.returncode != 0 and "--surface-fusion" in proc.stderr and not os.path.exists(tmp_path / "w2" / "runs")
+    expect(proc, proc.returncode != 0 and "--surface-fusion" in proc.stderr and not os.path.exists(tmp_path / "w2" / "runs"),
+           "a refusal of the flag transformer does not take, before any run")
     proc = run_cli(["fusion-compare", slice_small_test, "--work", str(tmp_path / "w3"), "--size", "tiny", "--max-update", "4",
                     "--save-interval-updates", "1", "--system", "transformer"], check=False)
-    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == (
+    expect(proc, proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == (
         "fairseq-fusion: error: fusion-compare: the protocols average the last 5 checkpoints, but --max-update 4 with "
         "--save-interval-updates 1 saves 4: lower --save-interval-updates, or use --protocol same")
-    assert not os.path.exists(tmp_path / "w3")
+        and not os.path.exists(tmp_path / "w3"), "a refusal of too few checkpoints to average, before any run")
 
     # --jobs 3 (runs trained and translated at once) gives the translations of the runs above, trained one at a
     # time; a second stage (Dou's arch, the baseline continued) starts after its baseline's run has finished
     three = str(tmp_path / "three")
-    _compare(slice_small_test, three, "--seeds", "1", "--jobs", "3",
-             systems=["--system", "transformer", "--system", "transformer_hierarchical_aggregation"])
+    jobs = _compare(slice_small_test, three, "--seeds", "1", "--jobs", "3",
+                    systems=["--system", "transformer", "--system", "transformer_hierarchical_aggregation"])
     for name, row in rows.items():
         if name == "combo":
             continue
         select = row["protocol"]["select"]
         outputs = [open(os.path.join(w, "runs", name, "seed1", "eval", f"test.{select}.detok")).read() for w in (work, three)]
-        assert outputs[0] == outputs[1], name
+        expect(jobs, outputs[0] == outputs[1], f"{name}: the translations of the runs trained one at a time")
     finished = os.path.getmtime(os.path.join(three, "runs", "transformer", "seed1", "train.json"))
     for name in (cont, hier):
         first_line = open(os.path.join(three, "runs", name, "seed1", "train.log")).readline()
         started = re.match(r"# (\S+ \S+) ", first_line).group(1)
-        assert time.mktime(time.strptime(started, "%Y-%m-%d %H:%M:%S")) >= int(finished), name
+        expect(jobs, time.mktime(time.strptime(started, "%Y-%m-%d %H:%M:%S")) >= int(finished),
+               f"{name} to start after its baseline's run finished")
 
 
 def test_recipe_systems_are_valid(multi30k_slice, tmp_path):

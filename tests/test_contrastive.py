@@ -10,7 +10,7 @@ from fairseq_fusion_tools import data_paths
 from fairseq_fusion_tools.analysis import contrastive, contrastive_check, contrastive_translate
 from fairseq_fusion_tools.analysis import contrastive_protocols as protocols
 
-from conftest import run_cli, train_args
+from conftest import run_cli
 
 CONTRASTIVE = data_paths.data_path("contrastive", must_exist=False)
 needs_data = pytest.mark.skipif(not os.path.isdir(CONTRASTIVE), reason="shared contrastive data not found")
@@ -317,13 +317,6 @@ def test_contrawsd_wmt18_without_its_key_names_the_missing_file(tmp_path):
         command.main(args)
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(multi30k_slice, tmp_path_factory):
-    save = str(tmp_path_factory.mktemp("contrastive_ckpt"))
-    run_cli(train_args(multi30k_slice, save, max_update=8, extra=["--no-epoch-checkpoints"]))
-    return os.path.join(save, "checkpoint_last.pt")
-
-
 def _encoder(multi30k_slice):
     """Moses tokens + BPE by hand (the training data's preprocessing)."""
     from sacremoses import MosesTokenizer
@@ -336,7 +329,7 @@ def _encoder(multi30k_slice):
 
 
 @needs_data
-def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tiny_checkpoint, tmp_path):
+def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, small_checkpoint, tmp_path):
     """Scores of fusion-contrastive-score equal sum_j log P(y_j | y_<j, x) computed here by hand; each suite
     is counted under its protocol (DistilLingEval: lingeval97 pairs; MuCoW scoring JSON: contrawsd items)."""
     from fairseq import checkpoint_utils
@@ -349,13 +342,13 @@ def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tiny_checkp
     mucow = os.path.join(CONTRASTIVE, "mucow", "scoring", "lv-en.mucow.scoring.json")
     out = str(tmp_path / "contrastive")
     args = contrastive_score_cli.get_parser().parse_args(
-        ["--path", tiny_checkpoint, "--suite", suite, mucow, "--max-items", "12", "--out", out, "--cpu"])
+        ["--path", small_checkpoint, "--suite", suite, mucow, "--max-items", "12", "--out", out, "--cpu"])
     result = contrastive_score.main(args)
     le, cw = result["protocols"]["lingeval97"], result["protocols"]["contrawsd"]
     assert os.path.exists(out + ".png") and le["overall"]["total"] == 12 and cw["overall"]["total"] == 12
     assert set(le["by_category"]) == {"polarity_affix_del.mt"} and "dāma:lady" in cw["by_category"]
 
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([tiny_checkpoint])
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([small_checkpoint])
     model = models[0].eval()
     encode_text = _encoder(multi30k_slice)
 
@@ -382,7 +375,7 @@ def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tiny_checkp
     assert cw["overall"]["correct"] == sum(r["correct"] for r in cw["items"])
     # --category keeps only the named error types; an unknown one is refused with the known ones
     args = contrastive_score_cli.get_parser().parse_args(
-        ["--path", tiny_checkpoint, "--suite", mucow, "--max-items", "12", "--category", "dāma", "--out", out, "--cpu"])
+        ["--path", small_checkpoint, "--suite", mucow, "--max-items", "12", "--category", "dāma", "--out", out, "--cpu"])
     only = contrastive_score.main(args)["protocols"]["contrawsd"]
     assert set(only["by_word"]) == {"dāma"} and only["overall"]["total"] == cw["by_word"]["dāma"]["total"]
     args.category = ["no_such_type"]
@@ -391,7 +384,7 @@ def test_contrastive_scores_are_the_models_log_probs(multi30k_slice, tiny_checkp
 
 
 @needs_data
-def test_translate_mode_equals_fairseq_interactive(multi30k_slice, tiny_checkpoint, tmp_path):
+def test_translate_mode_equals_fairseq_interactive(multi30k_slice, small_checkpoint, tmp_path):
     """fusion-contrastive-translate's translations of MuCoW en-de sources are fairseq-interactive's (same beam),
     BPE removed and Moses-detokenized; the check then runs on them."""
     from sacremoses import MosesDetokenizer
@@ -402,7 +395,7 @@ def test_translate_mode_equals_fairseq_interactive(multi30k_slice, tiny_checkpoi
     folder = os.path.join(CONTRASTIVE, "mucow", "translation")
     out = str(tmp_path / "mucow_tr")
     result = command.main(cli.get_parser().parse_args(
-        ["--suite", folder, "--path", tiny_checkpoint, "--max-items", "5", "--beam", "2", "--max-len-b", "20",
+        ["--suite", folder, "--path", small_checkpoint, "--max-items", "5", "--beam", "2", "--max-len-b", "20",
          "--out", out, "--cpu"]))
     with open(out + ".hyp", encoding="utf-8") as f:
         hyps = [line.rstrip("\n") for line in f]
@@ -411,7 +404,7 @@ def test_translate_mode_equals_fairseq_interactive(multi30k_slice, tiny_checkpoi
     encode_text = _encoder(multi30k_slice)
     sources = contrastive_translate.read_mucow(folder, "en-de").sources[:5]
     inp = _write(tmp_path / "input.bpe", [encode_text(s, "en") for s in sources])
-    proc = run_cli(["fairseq-interactive", multi30k_slice, "--path", tiny_checkpoint, "--input", inp, "--beam", "2",
+    proc = run_cli(["fairseq-interactive", multi30k_slice, "--path", small_checkpoint, "--input", inp, "--beam", "2",
                     "--max-len-b", "20", "--remove-bpe", "--cpu", "--buffer-size", "5", "--batch-size", "5", "-s", "en", "-t", "de",
                     "--user-dir", os.path.join(data_paths.REPO_ROOT, "fairseq_fusion")])
     found = {}

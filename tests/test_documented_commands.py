@@ -452,7 +452,7 @@ def run_entry(text, entry, repo):
     if entry.mode == "flags":
         if entry.run:
             rc, out = bash(cmd, cwd, env)
-            assert rc == 0, out
+            assert rc == 0, f"expected {cmd} to exit 0, not {rc}\n{out[-3000:]}"
         check_flags(docs.normalize(text), repo, env)
         return 0, ""
     if entry.mode == "parse":
@@ -487,6 +487,7 @@ def expectation_failures(entry, rc, out, repo):
     return bad
 
 
+@pytest.mark.long_run
 @pytest.mark.parametrize("group", GROUPS)
 def test_documented_commands_run(group, documented, multi30k_slice, doc_checkpoint, tmp_path):
     where = {}

@@ -352,8 +352,8 @@ def test_every_paper_arch_runs_or_refuses_in_one_line(arch, name, data_dir):
 
 
 # fairseq-train's parser gives --encoder-layers-to-keep 0,2 as the list [0, 2]; fairseq 0.12 splits it as a string
-KEEP_FLAGS = ["--encoder-layers", "3", "--decoder-layers", "3", "--encoder-layers-to-keep", "0,2",
-              "--decoder-layers-to-keep", "1"]
+THREE_LAYERS = ["--encoder-layers", "3", "--decoder-layers", "3"]
+KEEP_FLAGS = [*THREE_LAYERS, "--encoder-layers-to-keep", "0,2", "--decoder-layers-to-keep", "1"]
 KEEP_AS_TEXT = {"encoder_layers_to_keep": "0,2", "decoder_layers_to_keep": "1"}  # fairseq's own --model-overrides
 
 
@@ -366,11 +366,11 @@ def test_layers_to_keep_on_the_command_line_build_and_load(arch, data_dir, tmp_p
     model, task, args = build(arch, data_dir, KEEP_FLAGS)
     assert (len(model.encoder.layers), len(model.decoder.layers)) == (2, 1)
     # the same model as fairseq's own path, the string form set on the parsed arguments
-    as_text, _, _ = build(arch, data_dir, KEEP_FLAGS[:4], overrides=KEEP_AS_TEXT)
+    as_text, _, _ = build(arch, data_dir, THREE_LAYERS, overrides=KEEP_AS_TEXT)
     assert_same(log_probs(as_text, task, args, None), log_probs(model, task, args, None), 0)
 
     # a full 3-layer model's state dict is pruned to its layers 0, 2 (encoder) and 1 (decoder)
-    full, _, _ = build(arch, data_dir, KEEP_FLAGS[:4], seed=2)
+    full, _, _ = build(arch, data_dir, THREE_LAYERS, seed=2)
     model.load_state_dict(full.state_dict(), model_cfg=convert_namespace_to_omegaconf(args).model)
     for side, kept in (("encoder", [0, 2]), ("decoder", [1])):
         for new, old in enumerate(kept):

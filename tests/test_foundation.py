@@ -7,7 +7,8 @@ import sys
 
 import pytest
 import torch
-from conftest import REPO, SMALL_MODEL_ARGS, build_model, run_cli, train_args
+from cli_runner import expect, expect_success
+from conftest import REPO, SMALL_MODEL_ARGS, build_model, run_cli, train_args, with_flag
 from fairseq import checkpoint_utils
 from fairseq.models.transformer import TransformerModel
 
@@ -66,7 +67,7 @@ def trained(multi30k_slice, tmp_path_factory):
     """fusion_transformer trained a few updates with fairseq-train, epoch checkpoints kept."""
     save = str(tmp_path_factory.mktemp("ckpt"))
     proc = run_cli(train_args(multi30k_slice, save, max_update=1000, extra=["--max-epoch", "2"]))
-    assert "done training" in proc.stdout + proc.stderr
+    expect(proc, "done training" in proc.stdout + proc.stderr, "fairseq-train to log 'done training'")
     return save
 
 
@@ -79,17 +80,18 @@ def test_cli_round_trip_generate_bleu(multi30k_slice, trained):
          "--gen-subset", "test", "--beam", "5", "--batch-size", "128", "--max-len-b", "20", "--cpu", "--remove-bpe"],
         capture_output=True, text=True, env=env,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert re.search(r"Generate test with beam=5: BLEU4 = \d+\.\d+", proc.stdout)
-    assert len(re.findall(r"^H-\d+\t", proc.stdout, flags=re.M)) == 1000
+    expect_success(proc)
+    expect(proc, re.search(r"Generate test with beam=5: BLEU4 = \d+\.\d+", proc.stdout),
+           "the line 'Generate test with beam=5: BLEU4 = ...'")
+    hypotheses = len(re.findall(r"^H-\d+\t", proc.stdout, flags=re.M))
+    expect(proc, hypotheses == 1000, f"1000 H- lines, one per test sentence, not {hypotheses}")
 
 
 def test_interactive_and_hub(multi30k_slice, trained):
-    proc = run_cli(
+    run_cli(
         ["fairseq-interactive", multi30k_slice, "--user-dir", os.path.join(REPO, "fairseq_fusion"),
          "--path", os.path.join(trained, "checkpoint_last.pt"), "--cpu", "--beam", "2", "--max-len-b", "10"],
     )
-    assert proc.returncode == 0
     code = (
         "import fairseq_fusion\n"
         "from fairseq_fusion.models import FusionTransformerModel\n"
@@ -99,7 +101,7 @@ def test_interactive_and_hub(multi30k_slice, trained):
         "print('HUB', type(hub.models[0]).__name__, isinstance(out, str))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert "HUB FusionTransformerModel True" in res.stdout, res.stderr[-3000:]
+    expect(res, "HUB FusionTransformerModel True" in res.stdout, "the hub to load a FusionTransformerModel and translate to text")
 
 
 def test_reload_in_fresh_process_gives_same_outputs(multi30k_slice, trained):
@@ -121,7 +123,7 @@ def test_reload_in_fresh_process_gives_same_outputs(multi30k_slice, trained):
     )
     torch.save((src, lengths, prev), out_file + ".in")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert res.returncode == 0, res.stderr[-3000:]
+    expect_success(res)
     assert torch.equal(torch.load(out_file), here)
 
 
@@ -145,10 +147,7 @@ def test_average_checkpoints_is_mean_of_parameters(trained, tmp_path):
 
 def test_vanilla_transformer_checkpoint_converts_and_loads_strictly(multi30k_slice, tmp_path):
     save = str(tmp_path / "vanilla")
-    vanilla_args = train_args(multi30k_slice, save, arch="transformer", max_update=3)
-    vanilla_args.remove("--user-dir")
-    vanilla_args.remove(os.path.join(REPO, "fairseq_fusion"))
-    run_cli(vanilla_args)
+    run_cli(with_flag(train_args(multi30k_slice, save, arch="transformer", max_update=3), "--user-dir"))
     out = str(tmp_path / "fusion.pt")
     run_cli(["fusion-convert-checkpoint", "--input", os.path.join(save, "checkpoint_last.pt"), "--output", out])
     (vanilla,), _, task = checkpoint_utils.load_model_ensemble_and_task([os.path.join(save, "checkpoint_last.pt")])
@@ -161,12 +160,13 @@ def test_vanilla_transformer_checkpoint_converts_and_loads_strictly(multi30k_sli
     proc = run_cli(train_args(multi30k_slice, str(tmp_path / "resumed"), max_update=4,
                               extra=["--restore-file", os.path.join(save, "checkpoint_last.pt"), "--reset-optimizer",
                                      "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]))
-    assert "Loaded checkpoint" in proc.stdout + proc.stderr
+    expect(proc, "Loaded checkpoint" in proc.stdout + proc.stderr, "fairseq-train to load the vanilla checkpoint")
 
 
 def test_bad_input_messages(multi30k_slice, trained, tmp_path):
     proc = run_cli(train_args(multi30k_slice, str(tmp_path / "x"), arch="fusion_transformr"), check=False)
-    assert proc.returncode != 0 and "--arch fusion_transformr: no such arch; did you mean fusion_transformer" in proc.stderr
+    expect(proc, proc.returncode != 0 and "--arch fusion_transformr: no such arch; did you mean fusion_transformer" in proc.stderr,
+           "a refusal of the misspelt arch suggesting fusion_transformer")
     # a checkpoint from another vocabulary: re-binarize with a different BPE size
     other = str(tmp_path / "other_vocab")
     src = data_paths.data_path("multi30k")
@@ -175,14 +175,16 @@ def test_bad_input_messages(multi30k_slice, trained, tmp_path):
              "--destdir", other, "--max-lines", "300", "--bpe-merges", "100", "--workers", "1"])
     proc = run_cli(["fairseq-generate", other, "--user-dir", os.path.join(REPO, "fairseq_fusion"),
                     "--path", os.path.join(trained, "checkpoint_last.pt"), "--cpu", "--gen-subset", "test"], check=False)
-    assert proc.returncode != 0
-    assert "does not match this model's source dictionary" in proc.stderr
-    assert re.search(r"has \d+ entries \(shape \(\d+, 32\)\) in the checkpoint but " + re.escape(other) +
-                     r"/dict\.en\.txt gives \d+ \(shape \(\d+, 32\)\)", proc.stderr)
+    expect(proc, proc.returncode != 0 and "does not match this model's source dictionary" in proc.stderr,
+           "a refusal of the checkpoint of another dictionary")
+    expect(proc, re.search(r"has \d+ entries \(shape \(\d+, 32\)\) in the checkpoint but " + re.escape(other) +
+                           r"/dict\.en\.txt gives \d+ \(shape \(\d+, 32\)\)", proc.stderr),
+           "the refusal to give both sizes and name the dictionary")
     # a missing data folder for our tools
     proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", str(tmp_path / "nope" / "train"),
                     "--validpref", str(tmp_path / "nope" / "val"), "--destdir", str(tmp_path / "y")], check=False)
-    assert proc.returncode != 0 and "no text file" in proc.stderr and "nope/train.en" in proc.stderr
+    expect(proc, proc.returncode != 0 and "no text file" in proc.stderr and "nope/train.en" in proc.stderr,
+           "a refusal naming the missing nope/train.en")
 
 
 def test_separate_dictionaries(tmp_path):
@@ -230,7 +232,8 @@ def test_added_test_set_equals_one_prepared_with_the_rest(tmp_path):
     assert digest(added, split) == digest(full, split)
     proc = run_cli(["fusion-prepare-text", "-s", "en", "-t", "de", "--destdir", str(tmp_path / "none"),
                     "--add-test", os.path.join(src, "test_2017_flickr")], check=False)
-    assert proc.returncode != 0 and "--add-test needs a --destdir written by fusion-prepare-text" in proc.stderr
+    expect(proc, proc.returncode != 0 and "--add-test needs a --destdir written by fusion-prepare-text" in proc.stderr,
+           "--add-test into a folder fusion-prepare-text did not write to be refused")
 
 
 def test_punctuation_normalization_and_non_printing_removal(tmp_path):
@@ -286,7 +289,8 @@ def test_chinese_is_segmented_with_jieba_on_real_zh_en_text(tmp_path):
     f1 = 2 * hit / (sum(len(o) for o in ours) + sum(len(g) for g in gold))
     assert f1 > 0.75, f1  # 0.805 measured (jieba vs the gold set's conventions); 0.0 unsegmented
     proc = run_cli([*common, "--destdir", str(tmp_path / "refused"), "--zh-segmenter", "none"], check=False)
-    assert proc.returncode != 0 and "looks unsegmented" in proc.stderr and "--zh-segmenter jieba" in proc.stderr
+    expect(proc, proc.returncode != 0 and "looks unsegmented" in proc.stderr and "--zh-segmenter jieba" in proc.stderr,
+           "unsegmented Chinese to be refused, suggesting --zh-segmenter jieba")
 
 
 def test_technique_modules_do_not_import_the_model():

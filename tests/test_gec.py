@@ -8,16 +8,15 @@ import json
 import os
 import random
 import re
-import subprocess
 
 import pytest
-from conftest import run_cli, shell_env
+from cli_runner import expect
+from conftest import run_cli, run_recipe
 
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion_tools.scoring import m2 as M2
 from fairseq_fusion_tools.scoring.metrics import get_metric
 
-REPO = data_paths.REPO_ROOT
 
 # nusnlp/m2scorer example/source_gold, example/system and example/system2 (README: "Precision 0.8000,
 # Recall 0.8000, F_0.5 0.8000" for system; the official script gives 0.7500 / 0.6000 / 0.7143 for system2)
@@ -298,7 +297,8 @@ def test_score_m2_cli_reads_generate_logs_and_text(tmp_path):
     short = write(tmp_path / "short.txt", OFFICIAL_SYSTEM[0] + "\n")
     proc = run_cli(["fusion-score-m2", "--hyp", short, "--hyp-format", "text", "--gold", gold, "--out", str(tmp_path / "c")],
                    check=False)
-    assert proc.returncode != 0 and "short.txt has 1 sentences but the gold file" in proc.stderr
+    expect(proc, proc.returncode != 0 and "short.txt has 1 sentences but the gold file" in proc.stderr,
+           "a refusal of the output shorter than the gold file")
 
 
 def test_m2_metric_scores_the_first_sentences(tmp_path):
@@ -314,6 +314,7 @@ def test_m2_metric_scores_the_first_sentences(tmp_path):
 
 
 # -------------------------------------------------------------------------------------- the recipe
+@pytest.mark.long_run
 def test_gec_recipe_end_to_end(tmp_path):
     """prepare (mlconvgec2018's folder layout, tokens kept, unchanged pairs dropped) -> train SurfaceFusion and FGLA
     with SwitchOut -> evaluate with beam 6, LP 0.6 -> M2; then layer masking of the FGLA model scored with F0.5
@@ -335,33 +336,36 @@ def test_gec_recipe_end_to_end(tmp_path):
                          "--decoder-attention-heads 2 --num-workers 0 --max-tokens 3000"}
 
     def recipe(step, *args, check=True):
-        proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "conll14_gec", f"{step}.sh"), *args],
-                              capture_output=True, text=True, env=shell_env(dict(os.environ, OMP_NUM_THREADS="1", **env)))
-        assert not check or proc.returncode == 0, f"{step}.sh {args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        return proc
+        return run_recipe("conll14_gec", step, *args, env=env, check=check)
 
     missing = recipe("prepare", check=False)  # no --local: the registration-only corpora are named
-    assert missing.returncode != 0 and "NUCLE" in missing.stderr and "Lang-8" in missing.stderr
-    recipe("prepare", "--local", str(local), "--test-m2", test_m2, "--workers", "1")
+    expect(missing, missing.returncode != 0 and "NUCLE" in missing.stderr and "Lang-8" in missing.stderr,
+           "prepare.sh without --local to refuse, naming NUCLE and Lang-8")
+    prepare = recipe("prepare", "--local", str(local), "--test-m2", test_m2, "--workers", "1")
     data = tmp_path / "w" / "data-liu.src-trg"
     changed = sum(s != t for s, t in zip(train["sources"], train["targets"]))
-    assert 0 < changed < 300
-    assert len((data / "tok" / "train.src").read_text().splitlines()) == changed  # get_diff.py: corrected pairs only
+    assert 0 < changed < 300, f"expected some but not all of the 300 synthetic pairs corrected: {changed}"
+    kept = len((data / "tok" / "train.src").read_text().splitlines())
+    expect(prepare, kept == changed, f"the {changed} corrected pairs only in tok/train.src (get_diff.py), not {kept}")
     m2_sources = [line[2:] for line in test["m2"].splitlines() if line.startswith("S ")]
-    assert (data / "tok" / "test.src").read_text(encoding="utf-8").splitlines() == m2_sources  # tokens kept
-    assert (data / "test.m2").read_text() == test["m2"] and (data / "valid.m2").exists()
+    expect(prepare, (data / "tok" / "test.src").read_text(encoding="utf-8").splitlines() == m2_sources,
+           "tok/test.src to be the M2 file's S lines, tokens kept")
+    expect(prepare, (data / "test.m2").read_text() == test["m2"] and (data / "valid.m2").exists(),
+           "test.m2 copied from --test-m2 and a valid.m2")
 
     for arch in ("transformer_surface_fusion", "transformer_fine_grained_layer_attention"):
-        recipe("train", arch)
+        trained = recipe("train", arch)
         save = tmp_path / "w" / "checkpoints" / f"{arch}.liu.src-trg"
         command = (save / "command.txt").read_text()
         for flag in ("--max-update 80000", "--dropout 0.2", "--task translation_switchout", "--switchout-tau-src 0.8",
                      "--switchout-tau-tgt 0.9", "--update-freq 16"):  # Table 4 and A.1, before the test's overrides
-            assert flag in command, flag
-        stdout = recipe("evaluate", arch).stdout
-        assert "beam 6, length penalty 0.6" in stdout and "| M2: P" in stdout
+            expect(trained, flag in command, f"{arch}'s command.txt to have {flag}")
+        evaluate = recipe("evaluate", arch)
+        expect(evaluate, "beam 6, length penalty 0.6" in evaluate.stdout and "| M2: P" in evaluate.stdout,
+               "evaluate.sh to say 'beam 6, length penalty 0.6' and print the M2 line")
         result = json.loads((save / "eval" / "test.json").read_text())
-        assert result["counts"]["sentences"] == 8 and result["beta"] == 0.5
+        expect(evaluate, result["counts"]["sentences"] == 8 and result["beta"] == 0.5,
+               f"test.json of 8 sentences at beta 0.5: {result}")
 
     fgla = tmp_path / "w" / "checkpoints" / "transformer_fine_grained_layer_attention.liu.src-trg"
     out = str(tmp_path / "masking")

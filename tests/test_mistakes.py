@@ -14,8 +14,9 @@ import pytest
 
 from conftest import run_cli, unwritable_folder
 from fairseq_fusion.errors import PREFIX
+from fairseq_fusion_tools import data_paths
 
-ALIGN = os.path.join(os.environ.get("FUSION_DATA", ""), "alignment")
+ALIGN = data_paths.data_path("alignment", must_exist=False)
 LATIN1 = "Ein Hund.\nEin Mädchen spielt.\nZwei Männer.\n".encode("latin-1")  # line 2: the first non-UTF-8 byte
 GOOD_DE = "Ein Hund läuft .\nEin Mädchen spielt .\nZwei Männer .\n"
 GOOD_EN = "A dog runs .\nA girl plays .\nTwo men .\n"
@@ -180,8 +181,8 @@ def files(multi30k_slice, tiny_checkpoint, tmp_path_factory):
          "m2": _write(d / "gold.m2", "S Ein Hund läuft .\nA -1 -1|||noop|||-NONE-|||REQUIRED|||-NONE-|||0\n\n" * 3),
          "log": _write(d / "train.log", "valid | epoch 001 | valid on 'valid' subset | loss 5 | bleu 1.0 | num_updates 2\n"),
          "readme": _write(d / "README.md", "# x\n"), "pref": str(d / "corpus"), "latinpref": str(d / "latin"),
-         "suite": os.path.join(os.environ.get("FUSION_DATA", ""), "contrastive", "distil_lingeval", "np_agreement.mt"),
-         "mucow": os.path.join(os.environ.get("FUSION_DATA", ""), "contrastive", "mucow", "translation")}
+         "suite": data_paths.data_path("contrastive", "distil_lingeval", "np_agreement.mt", must_exist=False),
+         "mucow": data_paths.data_path("contrastive", "mucow", "translation", must_exist=False)}
     os.mkdir(f["folder"])
     f["gpt2"] = str(d / "gpt2")
     os.mkdir(f["gpt2"])

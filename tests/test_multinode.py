@@ -77,7 +77,7 @@ def printed(tmp_path_factory):
     out = {"node 1 save": logged / "checkpoints" / f"{ARCH}.emelin.en-de", "bin": bin_dir}
     for case, proc in procs.items():
         stdout, stderr = proc.communicate()
-        assert proc.returncode == 0, (case, stderr)
+        assert proc.returncode == 0, f"expected train.sh of {case} to exit 0, not {proc.returncode}\n{stderr[-3000:]}"
         out[case] = stdout.splitlines()
     assert not os.listdir(work), "--print-command wrote files"
     return out
@@ -186,8 +186,10 @@ def test_nodes_after_the_first_log_beside_it(printed):
     log = (save / "train.node1.log").read_text()
     assert "(base, 2 nodes x 8 GPUs, node 1, criterion" in printed["node 1"][0]
     launched = next(line for line in log.splitlines() if line.startswith("STUB torchrun "))
-    assert launched.split()[2:13] == ["--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "1", "--master_addr", "node0",
-                                      "--master_port", "29500", str(printed["bin"] / "fairseq-train")], launched
+    from torch.distributed.run import get_args_parser
+    t = get_args_parser().parse_args(shlex.split(launched.removeprefix("STUB torchrun ")))
+    assert (t.nnodes, t.nproc_per_node, t.node_rank, t.master_addr, t.master_port, t.training_script) == (
+        "2", "8", 1, "node0", 29500, str(printed["bin"] / "fairseq-train")), f"expected node 1 of 2 x 8 GPUs: {launched}"
 
 
 @pytest.mark.parametrize("env,message", [

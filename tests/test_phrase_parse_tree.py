@@ -2,10 +2,12 @@
 import os
 
 import pytest
-from conftest import run_cli, train_args
+from cli_runner import expect
+from conftest import run_cli, train_args, with_flag
 
 from fairseq_fusion_tools.cli import parse_spans as parse_spans_cli
 from fairseq_fusion_tools.prepare import parse_spans
+from fairseq_fusion_tools.data_paths import PLUGIN_DIR
 from fairseq_fusion.modules.phrase_parse_tree import ParseError, parse_tree, phrase_lengths, tree_words
 from fairseq_fusion.tasks.translation_with_phrases import read_phrase_spans, span_path
 
@@ -113,13 +115,13 @@ def test_parse_spans_command_and_training_with_parse_phrases(multi30k_slice, tmp
     write_trees(data, "valid", "en", bad, corrupt_line=3)
     spans_cmd = ["fusion-parse-spans", "--data", data, "--split", "valid", "-s", "en", "-t", "de", "--parse", bad]
     proc = run_cli(spans_cmd + ["--fallback", "error"], check=False)
-    assert proc.returncode != 0
-    assert f"{bad} line 3: unbalanced brackets" in proc.stderr
-    assert not os.path.exists(span_path(data, "valid", "en", "de"))
+    expect(proc, proc.returncode != 0 and f"{bad} line 3: unbalanced brackets" in proc.stderr
+           and not os.path.exists(span_path(data, "valid", "en", "de")),
+           "--fallback error to refuse the bad tree, naming its line, and write no spans")
     # default: that line alone gets n-gram spans, reported with its number and counted
     proc = run_cli(spans_cmd)
-    assert "1 of " in proc.stderr and f"{bad} line 3: unbalanced brackets" in proc.stderr
-    assert "1 sentences with n-gram spans" in proc.stdout
+    expect(proc, "1 of " in proc.stderr and f"{bad} line 3: unbalanced brackets" in proc.stderr
+           and "1 sentences with n-gram spans" in proc.stdout, "the bad tree's line reported and counted as n-gram spans")
     with open(os.path.join(data, "tok", "valid.bpe.en")) as f:
         n_sub = len([next(f) for _ in range(3)][2].split())
     with open(span_path(data, "valid", "en", "de")) as f:
@@ -133,9 +135,9 @@ def test_parse_spans_command_and_training_with_parse_phrases(multi30k_slice, tmp
         n_lines = sum(1 for _ in f)
     with open(other, "w") as f:
         f.write("(S (X foo))\n" * n_lines)
-    proc = run_cli(spans_cmd[:-1] + [other], check=False)
-    assert proc.returncode != 0 and "more than --max-fallback 0.05" in proc.stderr
-    assert not os.path.exists(span_path(data, "valid", "en", "de"))
+    proc = run_cli(with_flag(spans_cmd, "--parse", other), check=False)
+    expect(proc, proc.returncode != 0 and "more than --max-fallback 0.05" in proc.stderr
+           and not os.path.exists(span_path(data, "valid", "en", "de")), "a refusal past --max-fallback 0.05, no spans")
 
     for split in ("train", "valid", "test"):
         trees = str(tmp_path / f"{split}.parse")
@@ -152,8 +154,8 @@ def test_parse_spans_command_and_training_with_parse_phrases(multi30k_slice, tmp
     args = train_args(data, save, arch="transformer_phrase", max_update=3,
                       extra=["--phrase-segmentation", "parse", "--task", "translation_with_phrases"])
     run_cli(args)
-    gen = run_cli(["fairseq-generate", data, "--user-dir", args[args.index("--user-dir") + 1],
+    gen = run_cli(["fairseq-generate", data, "--user-dir", PLUGIN_DIR,
                    "--task", "translation_with_phrases", "--path", os.path.join(save, "checkpoint_last.pt"),
                    "--gen-subset", "test", "--num-shards", "20", "--shard-id", "0", "--beam", "2", "--max-len-b", "5", "--batch-size", "16",
                    "--cpu", "--quiet"])
-    assert "BLEU" in gen.stdout + gen.stderr
+    expect(gen, "BLEU" in gen.stdout + gen.stderr, "fairseq-generate of the phrase model to print its BLEU")

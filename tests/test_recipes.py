@@ -9,7 +9,8 @@ import sys
 import pytest
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from conftest import run_cli, shell_env, write_dicts
+from cli_runner import expect
+from conftest import run_cli, run_recipe, write_dicts
 
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion import fusion_options
@@ -20,6 +21,14 @@ from fairseq_fusion_tools import recipe_settings as settings  # noqa: E402
 TASKS = ["wmt14_en_de", "wmt14_en_fr", "wmt16_ro_en", "wmt17_zh_en", "wmt17_en_ru", "wmt18_en_cs", "wmt18_en_fi", "multi30k_en_de",
          "cnndm_summarization", "conll14_gec"]
 FUSION_ARCHS = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m.__name__ == "FusionTransformerModel")
+
+
+def settings_printed(capsys, *args):
+    """What ``python recipes/common/settings.py ARGS`` prints: the script's recipe_settings.main, run in this process
+    (the recipes run the script itself: test_multi30k_recipe_end_to_end)."""
+    capsys.readouterr()
+    settings.main(list(args))
+    return capsys.readouterr().out
 
 
 def test_every_task_of_the_issue_has_a_recipe():
@@ -98,7 +107,7 @@ def test_emelin_warmup_lr_and_batch():
     assert settings.bpe_settings("wmt17_en_ru", "emelin")["merges"] == 32000
 
 
-def test_size_and_warmup_follow_the_model_flags_not_the_arch_name():
+def test_size_and_warmup_follow_the_model_flags_not_the_arch_name(capsys):
     """Emelin et al. A.1's warm-up from the techniques the flags turn on, the size from the embedding dim."""
     cases = [("fusion_transformer", [], "base", 4000), ("fusion_transformer", ["--lexical-shortcuts"], "base", 6000),
              ("fusion_transformer", ["--lexical-shortcuts", "--lexical-shortcuts-feature-fusion"], "base", 8000),
@@ -108,13 +117,12 @@ def test_size_and_warmup_follow_the_model_flags_not_the_arch_name():
         s = settings.train_settings("wmt14_en_de", arch, "emelin", n_gpus=4, flags=flags)
         assert (s["size"], s["warmup"]) == (size, warmup), (arch, flags)
         assert s["max_update"] == (300000 if size == "big" else 150000)
-    out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "train", "--task", "wmt14_en_de",
-                          "--arch", "fusion_transformer", "--paper", "emelin", "--model-flags=--lexical-shortcuts"],
-                         capture_output=True, text=True, check=True).stdout
+    out = settings_printed(capsys, "train", "--task", "wmt14_en_de", "--arch", "fusion_transformer", "--paper", "emelin",
+                           "--model-flags=--lexical-shortcuts")
     assert "--warmup-updates 6000" in out.replace("'", "")
 
 
-def test_length_ratio_cleaning_per_paper():
+def test_length_ratio_cleaning_per_paper(capsys):
     """fairseq's prepare scripts clean with a length ratio of 1.5 (Yang et al. A.1; Liu et al.'s En-De/En-Fr via
     Ott et al. 2018); Moses' default 9 elsewhere."""
     ratio = {(p, t): settings.bpe_settings(t, p)["max_ratio"] for p, t in
@@ -123,8 +131,7 @@ def test_length_ratio_cleaning_per_paper():
     assert ratio == {("yang", "wmt14_en_de"): 1.5, ("yang", "wmt17_zh_en"): 1.5, ("liu", "wmt14_en_de"): 1.5,
                      ("liu", "wmt14_en_fr"): 1.5, ("liu", "wmt16_ro_en"): 9.0, ("emelin", "wmt14_en_de"): 9.0,
                      ("dou", "wmt14_en_de"): 9.0}
-    out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "prepare", "--task",
-                          "wmt14_en_de", "--paper", "yang"], capture_output=True, text=True, check=True).stdout
+    out = settings_printed(capsys, "prepare", "--task", "wmt14_en_de", "--paper", "yang")
     assert "MAX_RATIO=1.5" in out
     assert '--max-ratio "$MAX_RATIO"' in open(os.path.join(REPO, "recipes", "common", "recipe.sh")).read()
 
@@ -167,7 +174,7 @@ def test_readme_shows_the_current_settings_table():
     assert settings.readme_table() in readme
 
 
-def test_data_per_paper():
+def test_data_per_paper(capsys):
     """Dev/test sets, direction and corpora as the papers name them; the headline test set is subset test."""
     d = settings.data_settings
     assert d("wmt14_en_fr", "liu")["valid_name"] == "newstest2012+newstest2013"  # Liu et al. A.1
@@ -184,17 +191,8 @@ def test_data_per_paper():
     assert "OPUS-UNPC/v1.0/moses/en-zh" in urls["wmt17_zh_en"] and "OPUS-UNPC/v1.0/moses/en-ru" in urls["wmt17_en_ru"]
     assert "paracrawl-release1.en-cs" in urls["wmt18_en_cs"] and "paracrawl-release1.en-fi" in urls["wmt18_en_fi"]
     assert any("CWMT" in name for name, _ in settings.TASKS["wmt17_zh_en"]["registration"])
-    out = subprocess.run([sys.executable, os.path.join(REPO, "recipes", "common", "settings.py"), "prepare", "--task",
-                          "wmt17_zh_en", "--paper", "yang"], capture_output=True, text=True, check=True).stdout
+    out = settings_printed(capsys, "prepare", "--task", "wmt17_zh_en", "--paper", "yang")
     assert "SRC=en\nTGT=zh" in out and "CWMT" in out
-
-
-def run_recipe(task, step, *args, env=None, check=True):
-    proc = subprocess.run(["bash", os.path.join(REPO, "recipes", task, f"{step}.sh"), *args], capture_output=True, text=True,
-                          env=shell_env(dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))))
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{task}/{step}.sh {' '.join(args)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -267,7 +265,7 @@ def test_benchmark_and_compare_help(tmp_path):
 def test_prepare_rejects_incomplete_local_folder(tmp_path):
     (tmp_path / "train.en").write_text("a\n")
     proc = run_recipe("wmt14_en_de", "prepare", "--local", str(tmp_path), "--work", str(tmp_path / "w"), check=False)
-    assert proc.returncode != 0 and "missing train.de" in proc.stderr
+    expect(proc, proc.returncode != 0 and "missing train.de" in proc.stderr, "a refusal naming the missing train.de")
 
 
 def test_wmt14_evaluate_scores_a_system_output(tmp_path):
@@ -276,12 +274,14 @@ def test_wmt14_evaluate_scores_a_system_output(tmp_path):
         pytest.skip("shared wmt14 data not found")
     ref = data_paths.data_path("wmt14", "newstest2014.de")
     out = str(tmp_path / "nt14")
-    stdout = run_recipe("wmt14_en_de", "evaluate", "--hyp", system, "--ref", ref, "--out", out).stdout
+    proc = run_recipe("wmt14_en_de", "evaluate", "--hyp", system, "--ref", ref, "--out", out)
     direct = subprocess.run([os.path.join(os.path.dirname(sys.executable), "sacrebleu"), ref, "-i", out + ".detok", "-b", "-w", "2"],
                             capture_output=True, text=True, check=True).stdout.strip()
-    assert f"BLEU = {direct} " in stdout and "tokenized BLEU (compound split)" in stdout
+    expect(proc, f"BLEU = {direct} " in proc.stdout and "tokenized BLEU (compound split)" in proc.stdout,
+           f"sacreBLEU's own 'BLEU = {direct}' and the tokenized BLEU (compound split)")
 
 
+@pytest.mark.long_run
 def test_multi30k_recipe_end_to_end(tmp_path):
     """recipes/README.md's Multi30k commands with a paper's arch (transformer_lexical_shortcuts_ff) at tiny size
     through the documented environment overrides: prepare (local copy; again: nothing to do) -> train (the small
@@ -296,30 +296,43 @@ def test_multi30k_recipe_end_to_end(tmp_path):
            "GEN_ARGS": "--max-len-a 0 --max-len-b 8",
            "EXTRA_ARGS": "--encoder-embed-dim 32 --decoder-embed-dim 32 --encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 "
                          "--save-interval-updates 1 --update-freq 1 --num-workers 0"}
-    run_recipe("multi30k_en_de", "prepare", "--max-lines", "200", "--workers", "1", env=env)
+    prepare = run_recipe("multi30k_en_de", "prepare", "--max-lines", "200", "--workers", "1", env=env)
     data = tmp_path / "data-multi30k.en-de"
-    assert (data / "dict.en.txt").exists() and (data / "test2.en-de.de.bin").exists()
+    expect(prepare, (data / "dict.en.txt").exists() and (data / "test2.en-de.de.bin").exists(),
+           f"prepare.sh to write dict.en.txt and test2.en-de.de.bin in {data}")
     stamp = os.path.getmtime(data / "prepare.json")
-    assert "is prepared already: nothing to do" in run_recipe("multi30k_en_de", "prepare", env=env).stdout
-    assert os.path.getmtime(data / "prepare.json") == stamp
+    again = run_recipe("multi30k_en_de", "prepare", env=env)
+    expect(again, "is prepared already: nothing to do" in again.stdout and os.path.getmtime(data / "prepare.json") == stamp,
+           "a second prepare.sh to say 'is prepared already: nothing to do' and leave prepare.json alone")
     arch = "transformer_lexical_shortcuts_ff"
-    proc = run_recipe("multi30k_en_de", "train", arch, env=env)
+    train = run_recipe("multi30k_en_de", "train", arch, env=env)
     save = tmp_path / "checkpoints" / f"{arch}.multi30k.en-de"
-    assert f"--max-tokens 1000 --update-freq {math.ceil(4096 / 1000)}" in (save / "command.txt").read_text()
+    expect(train, "with multi30k's settings" in train.stdout, "train.sh to say it trains 'with multi30k's settings'")
+    batch = f"--max-tokens 1000 --update-freq {math.ceil(4096 / 1000)}"
+    expect(train, (save / "command.txt").exists() and batch in (save / "command.txt").read_text(),
+           f"command.txt to record '{batch}' (MAX_TOKENS through --update-freq)")
+    expect(train, (save / "checkpoint_1_2.pt").exists(), f"checkpoint_1_2.pt in {save} (--save-interval-updates 1)")
     ckpt = torch.load(save / "checkpoint_1_2.pt", map_location="cpu", weights_only=False)
     model = ckpt["cfg"]["model"]
     model = model if isinstance(model, dict) else vars(model)
-    assert (model["lexical_shortcuts"], model["lexical_shortcuts_feature_fusion"]) == (True, True)
-    assert (model["encoder_layers"], model["encoder_embed_dim"], model["dropout"]) == (3, 32, 0.3)
-    assert "with multi30k's settings" in proc.stdout
-    stdout = run_recipe("multi30k_en_de", "evaluate", arch, env=env).stdout
+    trained = {k: model[k] for k in ("lexical_shortcuts", "lexical_shortcuts_feature_fusion", "encoder_layers",
+                                     "encoder_embed_dim", "dropout")}
+    assert trained == {"lexical_shortcuts": True, "lexical_shortcuts_feature_fusion": True, "encoder_layers": 3,
+                       "encoder_embed_dim": 32, "dropout": 0.3}, "expected the arch's shortcuts at the small setting's " \
+                                                                 "3 layers and dropout, EXTRA_ARGS' dim 32"
+    evaluate = run_recipe("multi30k_en_de", "evaluate", arch, env=env)
+    expect(evaluate, "beam 5, length penalty 1.0" in evaluate.stdout, "evaluate.sh to say 'beam 5, length penalty 1.0'")
+    expect(evaluate, (save / "eval" / "average.last2.pt").exists() and (save / "eval" / "test.json").exists(),
+           "evaluate.sh to write eval/average.last2.pt (AVERAGE=2) and eval/test.json")
     result = json.loads((save / "eval" / "test.json").read_text())
-    assert result["sentences"] == 200 and (save / "eval" / "average.last2.pt").exists()
+    expect(evaluate, result["sentences"] == 200, f"200 test sentences scored, not {result['sentences']}")
     with open(save / "eval" / "test.detok", encoding="utf-8") as f:
         detok = [line.rstrip("\n") for line in f]
     refs = (data / "tok" / "test.raw.de").read_text(encoding="utf-8").splitlines()
-    assert result["sacrebleu"]["score"] == pytest.approx(sacrebleu.corpus_bleu(detok, [refs]).score, abs=1e-9)
-    assert "beam 5, length penalty 1.0" in stdout
+    direct = sacrebleu.corpus_bleu(detok, [refs]).score
+    expect(evaluate, result["sacrebleu"]["score"] == pytest.approx(direct, abs=1e-9),
+           f"test.json's sacreBLEU {result['sacrebleu']['score']} to be sacreBLEU's own {direct}")
+
 
 def test_prepare_joins_dev_parts_and_extra_corpora(tmp_path):
     """Liu's En-Fr dev set is newstest2012+2013 (A.1): --local parts are concatenated; --extra-train adds a corpus
@@ -341,11 +354,12 @@ def test_prepare_joins_dev_parts_and_extra_corpora(tmp_path):
     def lines(split):
         return len(data_utils.load_indexed_dataset(str(data / f"{split}.en-fr.fr"), None))
 
-    assert (lines("valid"), lines("train"), lines("test")) == (7 + 5, 40 + 9, 6)
-    assert "newstest2012+newstest2013" in proc.stdout
+    counts = (lines("valid"), lines("train"), lines("test"))
+    expect(proc, counts == (7 + 5, 40 + 9, 6), f"valid/train/test of 12, 49, 6 sentences, not {counts}")
+    expect(proc, "newstest2012+newstest2013" in proc.stdout, "the dev set named newstest2012+newstest2013")
     proc = run_recipe("wmt14_en_fr", "prepare", "--paper", "liu", "--local", str(tmp_path / "none"), "--work", str(tmp_path / "v"),
                       check=False)
-    assert proc.returncode != 0 and "no such folder" in proc.stderr
+    expect(proc, proc.returncode != 0 and "no such folder" in proc.stderr, "a refusal of the missing --local folder")
 
 
 def test_prepare_of_a_preprocessed_release_names_what_it_expects(tmp_path):
@@ -355,14 +369,18 @@ def test_prepare_of_a_preprocessed_release_names_what_it_expects(tmp_path):
     empty.mkdir()
     proc = run_recipe("wmt16_ro_en", "prepare", "--paper", "liu", "--preprocessed", str(empty), "--work", str(tmp_path / "w"),
                       check=False)
-    assert proc.returncode != 0 and "no train/corpus.bpe.ro in it" in proc.stderr and "dev/dev.bpe" in proc.stderr
+    expect(proc, proc.returncode != 0 and "no train/corpus.bpe.ro in it" in proc.stderr and "dev/dev.bpe" in proc.stderr,
+           "a refusal naming the release's files")
     proc = run_recipe("wmt14_en_de", "prepare", "--paper", "emelin", "--preprocessed", str(empty), "--work", str(tmp_path / "w"),
                       check=False)
-    assert proc.returncode != 0 and "emelin trained wmt14_en_de on raw data" in proc.stderr
+    expect(proc, proc.returncode != 0 and "emelin trained wmt14_en_de on raw data" in proc.stderr,
+           "a refusal of --preprocessed for a paper trained on raw data")
     proc = run_recipe("wmt16_ro_en", "prepare", "--paper", "liu", "--local", str(empty), "--work", str(tmp_path / "w"), check=False)
-    assert proc.returncode != 0 and "--local/--extra-train need --from-raw" in proc.stderr
+    expect(proc, proc.returncode != 0 and "--local/--extra-train need --from-raw" in proc.stderr,
+           "a refusal saying --local needs --from-raw")
 
 
+@pytest.mark.long_run
 def test_two_stage_training_with_validation_bleu(tmp_path):
     """train.sh --two-stage (Dou et al. 4.1): the vanilla model first, then ARCH from its last checkpoint; with
     --eval-bleu the log has validation BLEU, which fusion-training-curve plots."""
@@ -376,28 +394,34 @@ def test_two_stage_training_with_validation_bleu(tmp_path):
                       "--eval-bleu", env=env)
     vanilla = tmp_path / "checkpoints" / "fusion_transformer.multi30k.en-de"
     stage2 = tmp_path / "checkpoints" / "transformer_hierarchical_aggregation.multi30k.en-de"
-    assert "stage 1: the vanilla fusion_transformer" in proc.stdout
-    assert f"--init-from-vanilla {vanilla}/checkpoint_last.pt" in (stage2 / "command.txt").read_text()
-    assert "freshly initialized" in (stage2 / "train.log").read_text()
+    expect(proc, "stage 1: the vanilla fusion_transformer" in proc.stdout, "train.sh to train the vanilla model first")
+    expect(proc, f"--init-from-vanilla {vanilla}/checkpoint_last.pt" in (stage2 / "command.txt").read_text(),
+           "stage 2's command.txt to start from the vanilla checkpoint_last.pt")
+    expect(proc, "freshly initialized" in (stage2 / "train.log").read_text(),
+           "stage 2's train.log to name the freshly initialized parameters")
     # the aggregation model starts from the vanilla one: two warm-up updates moved the shared weights only a little
     v = checkpoint_utils.load_checkpoint_to_cpu(str(vanilla / "checkpoint_last.pt"))["model"]
     last = checkpoint_utils.load_checkpoint_to_cpu(str(stage2 / "checkpoint_last.pt"))["model"]
     name = "encoder.layers.0.fc1.weight"
-    assert (last[name] - v[name]).abs().max() < 1e-3 < 0.05 < v[name].abs().max()
-    assert set(last) > set(v)  # plus the aggregation's own parameters
+    moved, size = (last[name] - v[name]).abs().max().item(), v[name].abs().max().item()
+    assert moved < 1e-3 < 0.05 < size, f"expected {name} to move < 1e-3 from the vanilla one (of size > 0.05): {moved}, {size}"
+    assert set(last) > set(v), f"expected the vanilla parameters plus the aggregation's; missing {set(v) - set(last)}"
     log = str(stage2 / "train.log")
     valid_lines = [line for line in open(log, encoding="utf-8") if "valid on 'valid' subset" in line]
-    assert valid_lines and all("| bleu " in line for line in valid_lines)
+    expect(proc, valid_lines and all("| bleu " in line for line in valid_lines),
+           f"every validation line of {log} to carry '| bleu ' (--eval-bleu)")
     out = str(tmp_path / "curve")
     run_cli(["fusion-training-curve", f"{log}=hier", f"{vanilla}/train.log", "--out", out])
     result = json.load(open(out + ".json"))
-    assert set(result["curves"]) == {"hier", vanilla.name} and os.path.exists(out + ".png")
+    assert set(result["curves"]) == {"hier", vanilla.name} and os.path.exists(out + ".png"), \
+        f"expected the curves hier and {vanilla.name} and {out}.png; curves: {sorted(result['curves'])}"
     logged = [float(line.split("| bleu ")[1].split()[0]) for line in valid_lines]
-    assert [p["bleu"] for p in result["curves"]["hier"]] == logged
+    plotted = [p["bleu"] for p in result["curves"]["hier"]]
+    assert plotted == logged, f"expected the plotted BLEU to be the logged {logged}, not {plotted}"
 
     # a second run reuses the trained vanilla model
     proc = run_recipe("multi30k_en_de", "train", "transformer_hierarchical_aggregation", "--paper", "multi30k", "--two-stage", env=env)
-    assert "stage 1: reusing" in proc.stdout
+    expect(proc, "stage 1: reusing" in proc.stdout, "a second train.sh --two-stage to reuse the vanilla model")
 
 
 def test_training_curve_reads_simple_and_json_logs(tmp_path):

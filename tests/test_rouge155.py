@@ -1,7 +1,7 @@
 """ROUGE against ROUGE-1.5.5.pl itself (``-c 95 -r 1000 -n 2 -a -m``): 250 documents built from newstest2014 to
 hold the words nltk's Porter stems unlike the Perl's, their per-document and averaged R/P/F as the script printed
 them (tests/data/rouge155/README.md), and the Perl's own stems of newstest2014's words that nltk stems otherwise.
-The newstest2014 documents are read from the shared data (FUSION_DATA) by line: without it those tests skip."""
+The newstest2014 documents are read from the shared data (data_paths.data_root()) by line: without it those tests skip."""
 import json
 import os
 

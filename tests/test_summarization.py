@@ -4,11 +4,10 @@ sample built from newstest2014, plus layer masking with ROUGE."""
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO, run_cli, shell_env
+from cli_runner import expect
+from conftest import run_cli, run_recipe
 
 from fairseq_fusion_tools import data_paths
 from fairseq_fusion_tools.scoring import rouge_porter
@@ -119,7 +118,8 @@ def test_gpt2_preparation_never_leaves_a_half_written_folder(tmp_path):
     args = ["fusion-prepare-gpt2", "-s", "source", "-t", "target", "--trainpref", f"{raw}/train", "--validpref",
             f"{raw}/val", "--gpt2-dir", gpt2, "--destdir", str(out)]
     proc = run_cli(args + ["--testpref", f"{raw}/test"], check=False)
-    assert proc.returncode != 0 and "test.source has 4 lines but" in proc.stderr and "Traceback" not in proc.stderr
+    expect(proc, proc.returncode != 0 and "test.source has 4 lines but" in proc.stderr and "Traceback" not in proc.stderr,
+           "a one-line refusal of test.source's 4 lines")
     assert sorted(os.listdir(tmp_path)) == ["gpt2", "raw"]  # no data, no .data.building-*
     run_cli(args)
     before = {f: os.path.getmtime(out / f) for f in os.listdir(out)}
@@ -132,6 +132,7 @@ def test_gpt2_preparation_never_leaves_a_half_written_folder(tmp_path):
     assert len(open(out / "tok" / "train.raw.source").readlines()) == 3
 
 
+@pytest.mark.long_run
 def test_summarization_recipe_end_to_end(tmp_path):
     """prepare (GPT-2 BPE) -> train SurfaceFusion (lambda 0.8) and FGLA -> evaluate with beam 4, LP 2.0, min length
     55, no repeated trigram -> ROUGE; then layer masking of the FGLA model scored with ROUGE-L."""
@@ -143,33 +144,38 @@ def test_summarization_recipe_end_to_end(tmp_path):
                          "--decoder-attention-heads 2 --num-workers 0 --max-tokens 6000"}
 
     def recipe(step, *args):
-        proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "cnndm_summarization", f"{step}.sh"), *args],
-                              capture_output=True, text=True, env=shell_env(dict(os.environ, OMP_NUM_THREADS="1", **env)))
-        assert proc.returncode == 0, f"{step}.sh {args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        return proc
+        return run_recipe("cnndm_summarization", step, *args, env=env)
 
-    recipe("prepare", "--local", raw, "--gpt2-dir", gpt2, "--workers", "1")
+    prepare = recipe("prepare", "--local", raw, "--gpt2-dir", gpt2, "--workers", "1")
     data = tmp_path / "w" / "data-liu.source-target"
-    assert (data / "gpt2" / "encoder.json").exists() and (data / "test.source-target.target.bin").exists()
+    expect(prepare, (data / "gpt2" / "encoder.json").exists() and (data / "test.source-target.target.bin").exists(),
+           f"prepare.sh to write gpt2/encoder.json and test.source-target.target.bin in {data}")
     for arch in ("transformer_surface_fusion", "transformer_fine_grained_layer_attention"):
-        recipe("train", arch)
+        train = recipe("train", arch)
         save = tmp_path / "w" / "checkpoints" / f"{arch}.liu.source-target"
         command = (save / "command.txt").read_text()
-        assert "--max-update 70000" in command and "--dropout 0.1" in command  # Table 4, before the test's MAX_UPDATE
-        assert ("--surface-fusion-lambda 0.8" in command) == (arch == "transformer_surface_fusion")  # 4.1
-        stdout = recipe("evaluate", arch).stdout
-        assert "beam 4, length penalty 2.0" in stdout
+        expect(train, "--max-update 70000" in command and "--dropout 0.1" in command,  # Table 4, before MAX_UPDATE
+               f"{arch}'s command.txt to have Table 4's --max-update 70000 --dropout 0.1")
+        expect(train, ("--surface-fusion-lambda 0.8" in command) == (arch == "transformer_surface_fusion"),  # 4.1
+               "--surface-fusion-lambda 0.8 in SurfaceFusion's command only")
+        evaluate = recipe("evaluate", arch)
+        expect(evaluate, "beam 4, length penalty 2.0" in evaluate.stdout, "evaluate.sh to say 'beam 4, length penalty 2.0'")
         gen = (save / "eval" / "generate.test.txt").read_text(encoding="utf-8")
         hyps = [line.split("\t")[2].split() for line in gen.splitlines() if line.startswith("H-")]
         texts = [line.split("\t")[2] for line in gen.splitlines() if line.startswith("D-")]
-        assert len(hyps) == len(texts) == 12
-        assert all(55 <= len(h) <= 140 for h in hyps)  # --min-len 55 --max-len-b 140 (BPE tokens + EOS)
+        expect(evaluate, len(hyps) == len(texts) == 12, f"12 H- and D- lines, not {len(hyps)} and {len(texts)}")
+        lengths = [len(h) for h in hyps]
+        expect(evaluate, all(55 <= n <= 140 for n in lengths),  # --min-len 55 --max-len-b 140 (BPE tokens + EOS)
+               f"summaries of 55 to 140 tokens, not {lengths}")
         trigrams = [tuple(h[i:i + 3]) for h in hyps for i in range(len(h) - 2)]
         per_hyp = [[tuple(h[i:i + 3]) for i in range(len(h) - 2)] for h in hyps]
-        assert all(len(t) == len(set(t)) for t in per_hyp) and trigrams  # --no-repeat-ngram-size 3
-        assert not any(re.fullmatch(r"[\d ]+", t) for t in texts)  # D- lines are decoded text, not GPT-2 ids
+        expect(evaluate, all(len(t) == len(set(t)) for t in per_hyp) and trigrams,  # --no-repeat-ngram-size 3
+               "no trigram twice in a summary")
+        expect(evaluate, not any(re.fullmatch(r"[\d ]+", t) for t in texts),
+               "D- lines of decoded text, not GPT-2 ids")
         result = json.loads((save / "eval" / "test.json").read_text())
-        assert result["summaries"] == 12 and set(result) >= {"rouge1", "rouge2", "rougeL"}
+        expect(evaluate, result["summaries"] == 12 and set(result) >= {"rouge1", "rouge2", "rougeL"},
+               f"test.json with 12 summaries and rouge1/2/L: {result}")
 
     fgla = tmp_path / "w" / "checkpoints" / "transformer_fine_grained_layer_attention.liu.source-target"
     out = str(tmp_path / "masking")
