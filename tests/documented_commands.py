@@ -148,9 +148,9 @@ reg("make demo", "make_demo", run=f"{MAKE} demo", env={"UPDATES": "3"},
     local=f"runs as written on a {TINY_SHARED_LINES}-line copy of the shared data with UPDATES=3, the install step not re-run",
     out=r"BLEU\|nrefs:1\|.* = \d+\.\d.*\n.*demo: fusion_transformer, trained", files=["demo_work/out/fusion_transformer/hyp.de"])
 reg("make test", "make", run=f"{MAKE} -n test", local="the whole test suite, this test included: make -n",
-    out=r"FUSION_DATA=\S+ \.venv/bin/pytest -q -n \d+ tests")
+    out=r"FUSION_DATA=\S+ \.venv/bin/pytest -q -n \d+ --dist worksteal tests")
 reg("make test TEST_WORKERS=1", "make", run=f"{MAKE} -n test TEST_WORKERS=1", local="the whole test suite: make -n",
-    out=r"\.venv/bin/pytest -q -n 1 tests")
+    out=r"\.venv/bin/pytest -q -n 1 --dist worksteal tests")
 reg("make demo ARCH=<arch>", "make", run=f"{MAKE} -n demo ARCH=transformer_phrase",
     local="make demo runs in full above; make -n shows ARCH reaching it", out=r"ARCH=transformer_phrase .*bash examples/demo.sh")
 reg("make install", "make", run="make -n -W Makefile install", local="installs packages: make -n (the stamp taken as outdated)",

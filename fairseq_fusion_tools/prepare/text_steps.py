@@ -1,8 +1,8 @@
 """The steps of fusion-prepare-text's pipeline, one function each: read a split, tokenize (sacremoses in a pool of
 workers, Chinese segmented first), clean the training pairs, truecase, learn and apply BPE, count the BPE vocabulary.
 """
+import multiprocessing
 import os
-from multiprocessing import Pool
 
 from .. import data_paths
 from ..progress import progress
@@ -52,6 +52,15 @@ def _tokenize(line):
     return _TOKENIZER.tokenize(line, escape=False, return_str=True, aggressive_dash_splits=True)
 
 
+def _worker_pool():
+    """The tokenizers' processes start from a fork server, a process of one thread that has imported this module once:
+    a plain fork of a process with threads (torch's, a test runner's) can copy a held lock into the child, which then
+    waits forever (seen: fusion-prepare-text run inside a pytest-xdist worker)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
 def tokenize(lines, lang, workers, desc, normalize=False, segmenter="none", tokenizer="moses"):
     if tokenizer == "none":  # already tokenized: the tokens stay as they are (only spacing is normalized)
         return [" ".join(line.split()) for line in lines]
@@ -59,7 +68,7 @@ def tokenize(lines, lang, workers, desc, normalize=False, segmenter="none", toke
         check_segmented(lines, f"the {lang} text ({desc})")
     elif lang in CJK_LANGS:
         chinese_segmenter(segmenter)  # a missing segmenter stops here, not in the worker processes
-    with Pool(workers, initializer=_init_tokenizer, initargs=(lang, normalize, segmenter)) as pool:
+    with _worker_pool().Pool(workers, initializer=_init_tokenizer, initargs=(lang, normalize, segmenter)) as pool:
         return list(progress(pool.imap(_tokenize, lines, chunksize=256), total=len(lines), desc=desc))
 
 
