@@ -13,6 +13,7 @@ from typing import Dict, Iterable, List, Optional
 import numpy as np
 
 from ..progress import progress
+from ..user_files import fail
 
 
 def add_checkpoint_args(parser, several_paths=False, required=True, weights_only=False, path_help=None,
@@ -231,3 +232,11 @@ def capture_blocks(model, names: Iterable[str]):
             layer.blocks[block] = method
 
 
+
+
+def checkpoint_labels(paths, labels, prog):
+    """The names of ``paths`` in a figure: ``--labels`` split at commas (one a checkpoint), else the paths."""
+    names = labels.split(",") if labels else list(paths)
+    if len(names) != len(paths):
+        fail(f"{prog}: --labels has {len(names)} names for {len(paths)} checkpoints")
+    return names

@@ -1,10 +1,9 @@
 """fusion-embedding-expressivity's run: the embeddings' singular value curves of each checkpoint, the figure."""
 import ast
 
-from .common import load_model
+from .common import checkpoint_labels, load_model
 from ..outputs import figure_title, new_figure, write_outputs
 from .layer_fusion import expressivity_curves
-from fairseq_fusion_tools.user_files import fail
 
 
 def plot(models, embedding):
@@ -23,9 +22,7 @@ def plot(models, embedding):
 
 def main(args):
     paths = [args.path] + list(args.compare)
-    labels = args.labels.split(",") if args.labels else paths
-    if len(labels) != len(paths):
-        fail(f"fusion-embedding-expressivity: --labels has {len(labels)} names for {len(paths)} checkpoints")
+    labels = checkpoint_labels(paths, args.labels, "fusion-embedding-expressivity")
     models = []
     for path, label in zip(paths, labels):
         model, _, _ = load_model(path, args.data, ast.literal_eval(args.model_overrides), cpu=True)

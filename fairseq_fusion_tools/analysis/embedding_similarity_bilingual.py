@@ -3,7 +3,7 @@ bilingual similarity, the figure.
 """
 import ast
 
-from .common import load_model
+from .common import checkpoint_labels, load_model
 from ..outputs import figure_title, new_figure, write_outputs
 from .layer_fusion import bilingual_similarity, dictionary_from_alignments, read_dictionary
 from fairseq_fusion_tools.user_files import fail
@@ -37,9 +37,7 @@ def main(args):
         given = f"--dictionary {args.dictionary}" if args.dictionary else f"--alignment-text {args.alignment_text}"
         fail(f"fusion-embedding-similarity-bilingual: {given}: no word pairs; expected one 'source target' pair a line")
     paths = [args.path] + list(args.compare)
-    labels = args.labels.split(",") if args.labels else paths
-    if len(labels) != len(paths):
-        fail(f"fusion-embedding-similarity-bilingual: --labels has {len(labels)} names for {len(paths)} checkpoints")
+    labels = checkpoint_labels(paths, args.labels, "fusion-embedding-similarity-bilingual")
     results = []
     for path, label in zip(paths, labels):
         model, task, _ = load_model(path, args.data, ast.literal_eval(args.model_overrides), cpu=True)

@@ -57,6 +57,15 @@ def read_generate_output(path: str, bpe_symbol: str = "@@ ") -> Dict[str, List[s
     return {k: [v.get(i, "") for i in ids] if v else [] for k, v in found.items()}
 
 
+def read_hypotheses(path: str, hyp_format: str) -> List[str]:
+    """A system's output as the scorers' ``--hyp-format`` names it: a ``fairseq-generate`` log (its detokenized ``D-``
+    lines where it wrote them, else its ``H-`` lines, BPE removed, in sentence-id order) or one sentence a line."""
+    if hyp_format == "generate":
+        found = read_generate_output(path)
+        return found["D"] or found["H"]
+    return read_lines(path)
+
+
 def generate_own_score(path: str, bpe_symbol: str = "@@ "):
     """(fairseq-generate's own score, what it was computed on) of a generate log, or None: the last
     ``Generate SPLIT with beam=N: BLEU4 = ...`` line, a score of what fairseq's scorer saw (subword units unless

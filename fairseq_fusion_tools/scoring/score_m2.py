@@ -7,11 +7,7 @@ from fairseq_fusion_tools.user_files import fail
 
 
 def main(args):
-    if args.hyp_format == "generate":
-        found = evaluation.read_generate_output(args.hyp)
-        hyps = found["D"] or found["H"]
-    else:
-        hyps = evaluation.read_lines(args.hyp)
+    hyps = evaluation.read_hypotheses(args.hyp, args.hyp_format)
     try:
         r = score_m2(hyps, args.gold, beta=args.beta, max_unchanged_words=args.max_unchanged_words,
                      ignore_whitespace_casing=args.ignore_whitespace_casing, hyp_name=args.hyp)

@@ -16,11 +16,7 @@ def split_sentences(summary):
 
 
 def main(args):
-    if args.hyp_format == "generate":
-        found = evaluation.read_generate_output(args.hyp)
-        hyps = found["D"] or found["H"]
-    else:
-        hyps = evaluation.read_lines(args.hyp)
+    hyps = evaluation.read_hypotheses(args.hyp, args.hyp_format)
     refs = evaluation.read_lines(args.ref)
     if len(hyps) != len(refs):
         fail(f"fusion-score-rouge: {args.hyp} has {len(hyps)} summaries but {args.ref} has {len(refs)}")
