@@ -131,6 +131,18 @@ def train_args(data_dir, save_dir, arch="fusion_transformer", max_update=6, extr
     ]
 
 
+def with_a_longer_dictionary(data_dir, dest):
+    """A copy of the binarized folder ``data_dir`` at ``dest`` whose dict.en.txt and dict.de.txt have one word more:
+    data a checkpoint trained on ``data_dir`` does not fit. Returns ``dest``."""
+    import shutil
+
+    shutil.copytree(data_dir, dest)
+    for lang in ("en", "de"):
+        with open(os.path.join(dest, f"dict.{lang}.txt"), "a", encoding="utf-8") as f:
+            f.write("zzextra 1\n")
+    return dest
+
+
 @pytest.fixture(scope="session")
 def multi30k_slice(tmp_path_factory):
     """Multi30k En-De, first 1,000 lines of train/val/test_2016_flickr: tokenized, BPE (500 merges), binarized."""

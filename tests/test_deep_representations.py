@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import SMALL_MODEL_ARGS, run_cli, train_args
+from conftest import SMALL_MODEL_ARGS, run_cli, train_args, with_a_longer_dictionary
 from fairseq import checkpoint_utils, options
 from fairseq.data import Dictionary, data_utils
 from fairseq.tasks.translation import TranslationTask
@@ -701,13 +701,8 @@ def test_init_from_vanilla_loads_every_vanilla_parameter(multi30k_slice, vanilla
 def test_init_from_vanilla_of_other_dictionaries_names_them(multi30k_slice, vanilla_checkpoint, tmp_path):
     """A vanilla checkpoint trained with another vocabulary: one line naming the embeddings and the dictionaries."""
     from fairseq import tasks
-    import shutil
 
-    other = tmp_path / "other"
-    shutil.copytree(multi30k_slice, other)
-    for lang in ("en", "de"):
-        with open(other / f"dict.{lang}.txt", "a") as f:
-            f.write("anotherword 1\n")
+    other = with_a_longer_dictionary(multi30k_slice, tmp_path / "other")
     args = options.parse_args_and_arch(options.get_training_parser(), [
         str(other), "--arch", "transformer_hierarchical_aggregation", "--share-all-embeddings",
         "--init-from-vanilla", vanilla_checkpoint, *SMALL_MODEL_ARGS])

@@ -8,11 +8,11 @@ plugin changes fairseq when it is imported, so no process that has imported it c
 """
 import json
 import os
-import subprocess
 
 import torch
 
-from conftest import BIN, REPO, SMALL_MODEL_ARGS
+from cli_runner import expect_success, run_process
+from conftest import REPO, SMALL_MODEL_ARGS
 from fairseq_fusion.compat import global_changes
 
 # change -> why the run below does not see it, and the test that shows what it changes
@@ -47,16 +47,14 @@ def test_the_intended_changes_are_in_the_list_and_every_fairseq_bug_fix_is_named
 
 
 def run(argv, plugin, tmp_path):
-    """``argv`` as a fresh process, with ``--user-dir`` (``plugin``) or as fairseq alone; stdout on success."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    """``argv`` as a fresh process, with ``--user-dir`` (``plugin``) or as fairseq alone; its output on success."""
+    env = {"OMP_NUM_THREADS": "1"}
     if plugin:
         argv = argv[:2] + ["--user-dir", os.path.join(REPO, "fairseq_fusion")] + argv[2:]
     else:
         env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
-    proc = subprocess.run([os.path.join(BIN, argv[0])] + argv[1:], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=900)
-    side = "with the plugin" if plugin else "fairseq alone"
-    assert proc.returncode == 0, f"{argv[0]} ({side}) exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    proc = run_process(argv, cwd=tmp_path, env=env)
+    expect_success(proc, f"exit status 0 ({'with the plugin' if plugin else 'fairseq alone'})")
     return proc.stdout + proc.stderr
 
 

@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from conftest import BIN, REPO, run_cli, unwritable_folder
+from conftest import BIN, REPO, run_cli, unwritable_folder, with_a_longer_dictionary
 from fairseq_fusion_tools.gpu import check_benchmark
 from conftest import tiny_train_args as tiny_train
 from fairseq_fusion import errors
@@ -88,11 +88,7 @@ def test_fairseq_generate_refuses_a_model_override_outside_the_flags_range(multi
 
 
 def test_fairseq_generate_names_the_dictionary_of_another_vocabulary(multi30k_slice, checkpoint, tmp_path):
-    other = tmp_path / "other-bin"
-    shutil.copytree(multi30k_slice, other)
-    for lang in ("en", "de"):
-        with open(other / f"dict.{lang}.txt", "a") as f:
-            f.write("zzextra 1\n")
+    other = with_a_longer_dictionary(multi30k_slice, tmp_path / "other-bin")
     with open(other / "dict.en.txt") as f:
         n_other = sum(1 for _ in f) + 4  # + the special symbols fairseq adds
     state = torch.load(checkpoint, map_location="cpu", weights_only=False)

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import torch
 
-from conftest import BIN, REPO, run_cli
+from conftest import BIN, REPO, run_cli, with_a_longer_dictionary
 from conftest import tiny_train_args as tiny_train
 from fairseq_fusion_tools.compare import commands
 from test_refusals import USER_DIR, one_line_refusal, written
@@ -115,11 +115,7 @@ def test_fine_tuning_parameters_that_do_not_fit_is_one_line(multi30k_slice, run_
 def test_resuming_with_another_vocabulary_names_the_dictionary(multi30k_slice, run_folder, tmp_path):
     """The model's own refusal on load (guards/vocabulary_sizes.py), which fairseq wraps in a bare Exception, stays one line."""
     folder, saved = run_folder
-    other = tmp_path / "other-bin"
-    shutil.copytree(multi30k_slice, other)
-    for lang in ("en", "de"):
-        with open(other / f"dict.{lang}.txt", "a") as f:
-            f.write("zzextra 1\n")
+    other = with_a_longer_dictionary(multi30k_slice, tmp_path / "other-bin")
     before = snapshot(folder)
     proc = run_cli(tiny_train(str(other), folder, "transformer_surface_fusion"), check=False)
     one_line_refusal(proc, "checkpoint does not match this model's source dictionary", f"{other}/dict.en.txt")
