@@ -93,17 +93,19 @@ def layer_axes(fig):
     return list({id(s): s for ax in labelled for s in ax.get_shared_x_axes().get_siblings(ax)}.values())
 
 
-def shown_tick_labels(ax, axis="x"):
-    """The tick labels drawn on ``axis`` (ticks in view)."""
-    ax.figure.canvas.draw()
+def shown_tick_labels(ax, axis="x", draw=True):
+    """The tick labels drawn on ``axis`` (ticks in view). ``draw=False``: the figure was drawn as it stands (one draw
+    lays out every panel; reading ticks marks it stale, so a draw per panel would redo the layout each time)."""
+    if draw:
+        ax.figure.canvas.draw()
     return [tick.label1.get_text() for tick in getattr(ax, axis + "axis")._update_ticks() if tick.get_visible()]
 
 
-def assert_integer_ticks(ax, axis="x", words=("emb",), name=""):
+def assert_integer_ticks(ax, axis="x", words=("emb",), name="", draw=True):
     """Every tick label of ``axis`` is a whole number (or one of ``words``: the embedding layer)."""
     import re
 
-    labels = shown_tick_labels(ax, axis)
+    labels = shown_tick_labels(ax, axis, draw)
     assert labels, f"no ticks on the {axis} axis of {ax.get_title()!r}"
     bad = [t for t in labels if not re.fullmatch(r"[−-]?\d+", t) and t not in words]
     assert not bad, f"{name} {ax.get_xlabel() or ax.get_title()!r}: tick labels {labels} are not whole numbers"

@@ -144,11 +144,13 @@ def test_layer_axes_have_whole_number_ticks(layers):
     for name, fig in layer_plots(layers).items():
         axes = layer_axes(fig)
         assert axes, f"{name}: no axis labelled with layers"
+        fig.canvas.draw()
         for ax in axes:
-            assert_integer_ticks(ax, name=name)
+            assert_integer_ticks(ax, name=name, draw=False)
     gates = lexical_gates.plot({"checkpoint1": gate_statistics(layers)})
+    gates.canvas.draw()
     for ax in gates.axes[1::3]:
-        assert_integer_ticks(ax)
+        assert_integer_ticks(ax, draw=False)
 
 
 def test_embedding_similarity_plot():
