@@ -291,3 +291,26 @@ def test_add_test_interrupted_leaves_the_folder_as_it_was(prepared_copy, monkeyp
     assert {"test1.en-de.en.bin", "test1.en-de.de.idx", "tok/test1.bpe.en", "tok/test1.raw.de"} <= set(added) - set(before)
     with pytest.raises(SystemExit, match="--overwrite replaces a whole --destdir; --add-test only adds"):
         prepare_in_process(argv + ["--overwrite"])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tokenized_alike_in_this_process_and_in_the_pool(workers, monkeypatch):
+    """A file below text_steps.POOL_MIN_LINES is tokenized in this process, a longer one by a pool of --workers
+    processes: both give sacremoses' tokens (called here), in order, with --normalize-punctuation too."""
+    import gzip
+
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    from fairseq_fusion_tools.prepare import text_steps
+
+    with gzip.open(data_paths.data_path("multi30k", "val.de.gz"), "rt", encoding="utf-8") as f:
+        lines = [next(f).rstrip("\n") for _ in range(600)]
+    lines[7] = "„Zwei Männer“ – am Strand…  "
+    moses = MosesTokenizer(lang="de")
+    punct = MosesPunctNormalizer(lang="de", pre_replace_unicode_punct=True, post_remove_control_chars=True)
+    for normalize in (False, True):
+        expected = [moses.tokenize(punct.normalize(l) if normalize else l, escape=False, return_str=True,
+                                   aggressive_dash_splits=True) for l in lines]
+        for pool_from in (len(lines) + 1, len(lines)):  # in this process; through the pool (if workers > 1)
+            monkeypatch.setattr(text_steps, "POOL_MIN_LINES", pool_from)
+            assert text_steps.tokenize(lines, "de", workers, "test", normalize) == expected, (workers, normalize, pool_from)
