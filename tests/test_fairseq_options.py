@@ -379,7 +379,7 @@ def test_layers_to_keep_on_the_command_line_build_and_load(arch, data_dir, tmp_p
     # fairseq-train with the flags from scratch: its checkpoint loads, with the layers trained
     args = options.parse_args_and_arch(options.get_training_parser(), [
         data_dir, "--task", "translation", "-s", "src", "-t", "tgt", "--arch", arch, "--cpu", *TINY, *KEEP_FLAGS,
-        "--dataset-impl", "raw", "--train-subset", "valid", "--max-tokens", "100", "--max-update", "1",
+        "--dataset-impl", "raw", "--train-subset", "valid", "--max-tokens", "100", "--max-update", "1", "--num-workers", "0",
         "--save-dir", str(tmp_path), "--no-epoch-checkpoints", "--no-progress-bar"])
     train.main(convert_namespace_to_omegaconf(args))
     checkpoint = str(tmp_path / "checkpoint_last.pt")

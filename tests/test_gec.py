@@ -316,8 +316,8 @@ def test_m2_metric_scores_the_first_sentences(tmp_path):
 # -------------------------------------------------------------------------------------- the recipe
 @pytest.mark.long_run
 def test_gec_recipe_end_to_end(tmp_path):
-    """prepare (mlconvgec2018's folder layout, tokens kept, unchanged pairs dropped) -> train SurfaceFusion and FGLA
-    with SwitchOut -> evaluate with beam 6, LP 0.6 -> M2; then layer masking of the FGLA model scored with F0.5
+    """prepare (mlconvgec2018's folder layout, tokens kept, unchanged pairs dropped) -> SurfaceFusion's command; train
+    FGLA with SwitchOut -> evaluate with beam 6, LP 0.6 -> M2; then layer masking of the FGLA model scored with F0.5
     and its layer-attention map, on learner-like errors put into Multi30k sentences."""
     local = tmp_path / "mlconvgec"
     local.mkdir()
@@ -353,19 +353,24 @@ def test_gec_recipe_end_to_end(tmp_path):
     expect(prepare, (data / "test.m2").read_text() == test["m2"] and (data / "valid.m2").exists(),
            "test.m2 copied from --test-m2 and a valid.m2")
 
-    for arch in ("transformer_surface_fusion", "transformer_fine_grained_layer_attention"):
-        trained = recipe("train", arch)
-        save = tmp_path / "w" / "checkpoints" / f"{arch}.liu.src-trg"
-        command = (save / "command.txt").read_text()
-        for flag in ("--max-update 80000", "--dropout 0.2", "--task translation_switchout", "--switchout-tau-src 0.8",
-                     "--switchout-tau-tgt 0.9", "--update-freq 16"):  # Table 4 and A.1, before the test's overrides
-            expect(trained, flag in command, f"{arch}'s command.txt to have {flag}")
-        evaluate = recipe("evaluate", arch)
-        expect(evaluate, "beam 6, length penalty 0.6" in evaluate.stdout and "| M2: P" in evaluate.stdout,
-               "evaluate.sh to say 'beam 6, length penalty 0.6' and print the M2 line")
-        result = json.loads((save / "eval" / "test.json").read_text())
-        expect(evaluate, result["counts"]["sentences"] == 8 and result["beta"] == 0.5,
-               f"test.json of 8 sentences at beta 0.5: {result}")
+    table4 = ("--max-update 80000", "--dropout 0.2", "--task translation_switchout", "--switchout-tau-src 0.8",
+              "--switchout-tau-tgt 0.9", "--update-freq 16")  # Table 4 and A.1, before the test's overrides
+    # SurfaceFusion: the command train.sh builds (--print-command runs nothing); FGLA is trained and evaluated
+    printed = recipe("train", "transformer_surface_fusion", "--print-command")
+    for flag in table4 + ("--arch transformer_surface_fusion",):
+        expect(printed, flag in printed.stdout, f"SurfaceFusion's command to have {flag}")
+    arch = "transformer_fine_grained_layer_attention"
+    trained = recipe("train", arch)
+    save = tmp_path / "w" / "checkpoints" / f"{arch}.liu.src-trg"
+    command = (save / "command.txt").read_text()
+    for flag in table4:
+        expect(trained, flag in command, f"{arch}'s command.txt to have {flag}")
+    evaluate = recipe("evaluate", arch)
+    expect(evaluate, "beam 6, length penalty 0.6" in evaluate.stdout and "| M2: P" in evaluate.stdout,
+           "evaluate.sh to say 'beam 6, length penalty 0.6' and print the M2 line")
+    result = json.loads((save / "eval" / "test.json").read_text())
+    expect(evaluate, result["counts"]["sentences"] == 8 and result["beta"] == 0.5,
+           f"test.json of 8 sentences at beta 0.5: {result}")
 
     fgla = tmp_path / "w" / "checkpoints" / "transformer_fine_grained_layer_attention.liu.src-trg"
     out = str(tmp_path / "masking")

@@ -134,8 +134,9 @@ def test_gpt2_preparation_never_leaves_a_half_written_folder(tmp_path):
 
 @pytest.mark.long_run
 def test_summarization_recipe_end_to_end(tmp_path):
-    """prepare (GPT-2 BPE) -> train SurfaceFusion (lambda 0.8) and FGLA -> evaluate with beam 4, LP 2.0, min length
-    55, no repeated trigram -> ROUGE; then layer masking of the FGLA model scored with ROUGE-L."""
+    """prepare (GPT-2 BPE) -> SurfaceFusion's command (lambda 0.8); train FGLA -> evaluate with beam 4, LP 2.0, min
+    length 55, no repeated trigram -> ROUGE; then layer masking of the FGLA model scored with ROUGE-L. (SurfaceFusion
+    decodes through fairseq-generate in test_surface_fusion.py.)"""
     gpt2 = tiny_gpt2(str(tmp_path / "gpt2"))
     raw = news_sample(str(tmp_path / "raw"))
     env = {"WORK": str(tmp_path / "w"), "MAX_UPDATE": "2", "AVERAGE": "0",
@@ -150,32 +151,34 @@ def test_summarization_recipe_end_to_end(tmp_path):
     data = tmp_path / "w" / "data-liu.source-target"
     expect(prepare, (data / "gpt2" / "encoder.json").exists() and (data / "test.source-target.target.bin").exists(),
            f"prepare.sh to write gpt2/encoder.json and test.source-target.target.bin in {data}")
-    for arch in ("transformer_surface_fusion", "transformer_fine_grained_layer_attention"):
-        train = recipe("train", arch)
-        save = tmp_path / "w" / "checkpoints" / f"{arch}.liu.source-target"
-        command = (save / "command.txt").read_text()
-        expect(train, "--max-update 70000" in command and "--dropout 0.1" in command,  # Table 4, before MAX_UPDATE
-               f"{arch}'s command.txt to have Table 4's --max-update 70000 --dropout 0.1")
-        expect(train, ("--surface-fusion-lambda 0.8" in command) == (arch == "transformer_surface_fusion"),  # 4.1
-               "--surface-fusion-lambda 0.8 in SurfaceFusion's command only")
-        evaluate = recipe("evaluate", arch)
-        expect(evaluate, "beam 4, length penalty 2.0" in evaluate.stdout, "evaluate.sh to say 'beam 4, length penalty 2.0'")
-        gen = (save / "eval" / "generate.test.txt").read_text(encoding="utf-8")
-        hyps = [line.split("\t")[2].split() for line in gen.splitlines() if line.startswith("H-")]
-        texts = [line.split("\t")[2] for line in gen.splitlines() if line.startswith("D-")]
-        expect(evaluate, len(hyps) == len(texts) == 12, f"12 H- and D- lines, not {len(hyps)} and {len(texts)}")
-        lengths = [len(h) for h in hyps]
-        expect(evaluate, all(55 <= n <= 140 for n in lengths),  # --min-len 55 --max-len-b 140 (BPE tokens + EOS)
-               f"summaries of 55 to 140 tokens, not {lengths}")
-        trigrams = [tuple(h[i:i + 3]) for h in hyps for i in range(len(h) - 2)]
-        per_hyp = [[tuple(h[i:i + 3]) for i in range(len(h) - 2)] for h in hyps]
-        expect(evaluate, all(len(t) == len(set(t)) for t in per_hyp) and trigrams,  # --no-repeat-ngram-size 3
-               "no trigram twice in a summary")
-        expect(evaluate, not any(re.fullmatch(r"[\d ]+", t) for t in texts),
-               "D- lines of decoded text, not GPT-2 ids")
-        result = json.loads((save / "eval" / "test.json").read_text())
-        expect(evaluate, result["summaries"] == 12 and set(result) >= {"rouge1", "rouge2", "rougeL"},
-               f"test.json with 12 summaries and rouge1/2/L: {result}")
+    # SurfaceFusion: the command train.sh builds (--print-command runs nothing); FGLA is trained and evaluated
+    printed = recipe("train", "transformer_surface_fusion", "--print-command")
+    expect(printed, all(f in printed.stdout for f in ("--max-update 70000", "--dropout 0.1", "--surface-fusion-lambda 0.8")),
+           "SurfaceFusion's command to have Table 4's --max-update 70000 --dropout 0.1 and 4.1's --surface-fusion-lambda 0.8")
+    arch = "transformer_fine_grained_layer_attention"
+    train = recipe("train", arch)
+    save = tmp_path / "w" / "checkpoints" / f"{arch}.liu.source-target"
+    command = (save / "command.txt").read_text()
+    expect(train, "--max-update 70000" in command and "--dropout 0.1" in command,  # Table 4, before MAX_UPDATE
+           f"{arch}'s command.txt to have Table 4's --max-update 70000 --dropout 0.1")
+    expect(train, "--surface-fusion" not in command, "no --surface-fusion flag in FGLA's command")
+    evaluate = recipe("evaluate", arch)
+    expect(evaluate, "beam 4, length penalty 2.0" in evaluate.stdout, "evaluate.sh to say 'beam 4, length penalty 2.0'")
+    gen = (save / "eval" / "generate.test.txt").read_text(encoding="utf-8")
+    hyps = [line.split("\t")[2].split() for line in gen.splitlines() if line.startswith("H-")]
+    texts = [line.split("\t")[2] for line in gen.splitlines() if line.startswith("D-")]
+    expect(evaluate, len(hyps) == len(texts) == 12, f"12 H- and D- lines, not {len(hyps)} and {len(texts)}")
+    lengths = [len(h) for h in hyps]
+    expect(evaluate, all(55 <= n <= 140 for n in lengths),  # --min-len 55 --max-len-b 140 (BPE tokens + EOS)
+           f"summaries of 55 to 140 tokens, not {lengths}")
+    trigrams = [tuple(h[i:i + 3]) for h in hyps for i in range(len(h) - 2)]
+    per_hyp = [[tuple(h[i:i + 3]) for i in range(len(h) - 2)] for h in hyps]
+    expect(evaluate, all(len(t) == len(set(t)) for t in per_hyp) and trigrams,  # --no-repeat-ngram-size 3
+           "no trigram twice in a summary")
+    expect(evaluate, not any(re.fullmatch(r"[\d ]+", t) for t in texts), "D- lines of decoded text, not GPT-2 ids")
+    result = json.loads((save / "eval" / "test.json").read_text())
+    expect(evaluate, result["summaries"] == 12 and set(result) >= {"rouge1", "rouge2", "rougeL"},
+           f"test.json with 12 summaries and rouge1/2/L: {result}")
 
     fgla = tmp_path / "w" / "checkpoints" / "transformer_fine_grained_layer_attention.liu.source-target"
     out = str(tmp_path / "masking")
