@@ -19,17 +19,31 @@ def _emit(**values):
             print(f"{k}={shlex.quote('' if v is None else str(v))}")
 
 
+def gpu_count(value):
+    """--n-gpus: a whole number, or auto."""
+    if value == "auto":
+        return value
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of GPUs or auto, not {value!r}")
+    return int(value)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="print the shell settings of a recipe step")
     p.add_argument("step", choices=["prepare", "paper", "train", "readme-table", "hydra"])
     p.add_argument("--task", default=None)
     p.add_argument("--paper", default=None)
     p.add_argument("--arch", default=None)
-    p.add_argument("--n-gpus", type=int, default=0, help="GPUs per node")
+    p.add_argument("--n-gpus", type=gpu_count, default=0,
+                   help="GPUs per node; auto: torch's count of the visible GPUs (train prints it as N_GPUS)")
     p.add_argument("--n-nodes", type=int, default=1, help="nodes (the tokens per update are spread over all their GPUs)")
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("--model-flags", default="", help="the model flags given to train.sh after --")
     a = p.parse_args(argv)
+    if a.n_gpus == "auto" and a.step in ("train", "hydra"):  # these steps import fairseq, and so torch, anyway
+        import torch
+
+        a.n_gpus = torch.cuda.device_count()
     try:
         if a.step == "readme-table":
             print(readme_table())
@@ -63,7 +77,7 @@ def main(argv=None):
             d = data_settings(a.task, s["paper"])
             _emit(PAPER=s["paper"], SIZE=s["size"], CRITERION=s["criterion"], BEAM=s["beam"], LENPEN=s["lenpen"],
                   AVERAGE=s["average"] or 0, SRC=d["src"], TGT=d["tgt"], METRIC=task.get("metric", "bleu"), GEN_EXTRA=s["gen_args"], TRUECASE=int(bpe_settings(a.task, s["paper"])["truecase"]),
-                  TRAIN_ARGS=train_command_args(s, a.n_gpus, a.n_nodes))
+                  TRAIN_ARGS=train_command_args(s, a.n_gpus, a.n_nodes), N_GPUS=a.n_gpus)
     except ValueError as e:
         print(f"echo {shlex.quote('error: ' + str(e))} >&2; exit 2")
         sys.exit(0)

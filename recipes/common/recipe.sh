@@ -328,7 +328,6 @@ train_setup() {  # ARCH + options -> settings, DATA, SAVE
     [[ $# -ge 1 && "$1" != -* ]] || die "the first argument must be ARCH (see --help)"
     ARCH=$1; shift
     parse_common "$@"
-    N_GPUS="${N_GPUS:-$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}"
     settings paper --task "$TASK" --arch "$ARCH" ${PAPER_OPT:+--paper "$PAPER_OPT"}
     if [[ "$OWN_PREPARE" == 1 ]]; then  # prepare.sh prepares the task's setting in its direction only
         [[ -z "$PAPER_OPT" || " ${TASK_PAPERS[*]} " == *" $PAPER_OPT "* ]] || die "--paper $PAPER_OPT: $TASK has ${TASK_PAPERS[*]}'s setting only"
@@ -346,7 +345,8 @@ train_settings() {  # the paper's settings of ARCH (+ model flags); "cached": th
     else
         local flags="${1:-}"
         [[ "$flags" == cached ]] && flags=""
-        settings train --task "$TASK" --arch "$ARCH" --n-gpus "$N_GPUS" --n-nodes "${NODES:-1}" --paper "$PAPER" \
+        # N_GPUS unset: settings.py counts the visible GPUs (it imports torch anyway) and sets it
+        settings train --task "$TASK" --arch "$ARCH" --n-gpus "${N_GPUS:-auto}" --n-nodes "${NODES:-1}" --paper "$PAPER" \
             ${MAX_TOKENS:+--max-tokens "$MAX_TOKENS"} --model-flags="$flags"
         direction
     fi
@@ -355,6 +355,10 @@ train_settings() {  # the paper's settings of ARCH (+ model flags); "cached": th
 whole() {  # NAME VALUE MIN [MAX]: VALUE is a whole number in [MIN, MAX]
     if [[ "$2" =~ ^[0-9]{1,18}$ ]] && (( 10#$2 >= $3 )) && { [[ -z "${4:-}" ]] || (( 10#$2 <= $4 )); }; then return 0; fi
     die "$1=$2: expected a whole number $([[ -n "${4:-}" ]] && echo "from $3 to $4" || echo "of $3 or more")"
+}
+
+gpus_per_node() {  # N_GPUS: as the user set it, else torch's count of the visible GPUs
+    N_GPUS="${N_GPUS:-$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)}"
 }
 
 # Several nodes: sets NODES, NODE (this node's rank), LAUNCH (the launcher before fairseq-train's path; empty on one
@@ -377,6 +381,7 @@ distributed_setup() {
         port="${MASTER_PORT:-29500}"
         whole MASTER_PORT "$port" 1 65535
         NODE=$((10#$NODE_RANK))
+        gpus_per_node
         LAUNCH=(torchrun --nnodes "$NODES" --nproc_per_node "$N_GPUS" --node_rank "$NODE" --master_addr "$MASTER_ADDR"
                 --master_port "$port")
     elif [[ -n "${SLURM_JOB_NODELIST:-}${SLURM_STEP_NODELIST:-}" && "${SLURM_NNODES:-1}" != 1 ]]; then
@@ -398,6 +403,7 @@ distributed_setup() {
     else
         return 0
     fi
+    gpus_per_node
     [[ "$N_GPUS" -gt 0 ]] || die "N_GPUS=$N_GPUS: training on $NODES nodes needs GPUs (none visible on this node)"
     # given, so that fairseq initializes the group even with one GPU a node (its default world size is the node's GPUs)
     DIST_ARGS=(--distributed-world-size $((NODES * N_GPUS)) "${DIST_ARGS[@]+"${DIST_ARGS[@]}"}")
@@ -564,7 +570,7 @@ recipe_evaluate() {
     echo "| translating $subset with beam $beam, length penalty $lenpen: $ckpt"
     tool fairseq-generate "$DATA" --user-dir "$REPO/fairseq_fusion" --source-lang "$SRC" --target-lang "$TGT" \
         --path "$ckpt" --gen-subset "$subset" --beam "$beam" --lenpen "$lenpen" $(bpe_decoding_args) \
-        --max-tokens "${GEN_MAX_TOKENS:-8000}" --required-batch-size-multiple 1 --num-workers 0 $([[ "$N_GPUS" == 0 ]] && echo --cpu) \
+        --max-tokens "${GEN_MAX_TOKENS:-8000}" --required-batch-size-multiple 1 --num-workers 0 $([[ "${N_GPUS:-}" == 0 ]] && echo --cpu) \
         "${GEN_EXTRA[@]+"${GEN_EXTRA[@]}"}" ${GEN_ARGS:-} > "$gen"
     score_generation "$gen" "$subset" "$out/$subset"
 }
