@@ -9,7 +9,8 @@ TORCH_VERSION ?= 2.13.0
 DATA ?= ../shared/data
 ARCH ?= fusion_transformer
 STAMP := $(VENV)/.installed
-PIPQ ?= -q --disable-pip-version-check
+# --no-compile: pip byte-compiles each package alone on one core; compileall does them all at once on every core
+PIPQ ?= -q --disable-pip-version-check --no-compile
 
 .PHONY: install test test-compat demo bench bench-memory clean
 
@@ -24,6 +25,7 @@ $(STAMP): Makefile pyproject.toml scripts/install_fairseq.sh scripts/pip_check.s
 	# conflict report (it flags fairseq's torchaudio, left out on purpose); scripts/pip_check.sh prints any other one
 	$(PIP) install $(PIPQ) --no-warn-conflicts -e ".[zh,rouge,test]"
 	PY=$(PY) bash scripts/pip_check.sh
+	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" > /dev/null || true
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	touch $(STAMP)
 
