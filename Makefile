@@ -25,7 +25,7 @@ $(STAMP): Makefile pyproject.toml scripts/install_fairseq.sh scripts/pip_check.s
 	# conflict report (it flags fairseq's torchaudio, left out on purpose); scripts/pip_check.sh prints any other one
 	$(PIP) install $(PIPQ) --no-warn-conflicts -e ".[zh,rouge,test]"
 	PY=$(PY) bash scripts/pip_check.sh
-	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" > /dev/null || true
+	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" > /dev/null 2>&1 || true
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	touch $(STAMP)
 
