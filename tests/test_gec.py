@@ -361,7 +361,7 @@ def test_gec_recipe_end_to_end(tmp_path):
         expect(printed, flag in printed.stdout, f"SurfaceFusion's command to have {flag}")
     arch = "transformer_fine_grained_layer_attention"
     trained = recipe("train", arch)
-    save = tmp_path / "w" / "checkpoints" / f"{arch}.liu.src-trg"
+    save = fgla = tmp_path / "w" / "checkpoints" / f"{arch}.liu.src-trg"
     command = (save / "command.txt").read_text()
     for flag in table4:
         expect(trained, flag in command, f"{arch}'s command.txt to have {flag}")
@@ -372,7 +372,6 @@ def test_gec_recipe_end_to_end(tmp_path):
     expect(evaluate, result["counts"]["sentences"] == 8 and result["beta"] == 0.5,
            f"test.json of 8 sentences at beta 0.5: {result}")
 
-    fgla = tmp_path / "w" / "checkpoints" / "transformer_fine_grained_layer_attention.liu.src-trg"
     out = str(tmp_path / "masking")
     run_cli(["fusion-layer-masking", "--path", str(fgla / "checkpoint_last.pt"), "--cpu", "--sentences", "5",
              "--metric", f"m2:{data / 'test.m2'}", "--beam", "6", "--lenpen", "0.6", "--max-len-a", "1", "--max-len-b", "2",

@@ -157,7 +157,7 @@ def test_summarization_recipe_end_to_end(tmp_path):
            "SurfaceFusion's command to have Table 4's --max-update 70000 --dropout 0.1 and 4.1's --surface-fusion-lambda 0.8")
     arch = "transformer_fine_grained_layer_attention"
     train = recipe("train", arch)
-    save = tmp_path / "w" / "checkpoints" / f"{arch}.liu.source-target"
+    save = fgla = tmp_path / "w" / "checkpoints" / f"{arch}.liu.source-target"
     command = (save / "command.txt").read_text()
     expect(train, "--max-update 70000" in command and "--dropout 0.1" in command,  # Table 4, before MAX_UPDATE
            f"{arch}'s command.txt to have Table 4's --max-update 70000 --dropout 0.1")
@@ -180,7 +180,6 @@ def test_summarization_recipe_end_to_end(tmp_path):
     expect(evaluate, result["summaries"] == 12 and set(result) >= {"rouge1", "rouge2", "rougeL"},
            f"test.json with 12 summaries and rouge1/2/L: {result}")
 
-    fgla = tmp_path / "w" / "checkpoints" / "transformer_fine_grained_layer_attention.liu.source-target"
     out = str(tmp_path / "masking")
     run_cli(["fusion-layer-masking", "--path", str(fgla / "checkpoint_last.pt"), "--cpu", "--sentences", "6",
              "--bpe", "gpt2", "--gpt2-encoder-json", str(data / "gpt2" / "encoder.json"),

@@ -1,5 +1,5 @@
-"""The steps of fusion-prepare-text's pipeline, one function each: read a split, tokenize (sacremoses in a pool of
-workers, Chinese segmented first), clean the training pairs, truecase, learn and apply BPE, count the BPE vocabulary.
+"""The steps of fusion-prepare-text's pipeline, one function each: read a split, tokenize (sacremoses; a long file in a
+pool of workers; Chinese segmented first), clean the training pairs, truecase, learn and apply BPE, count the BPE vocabulary.
 """
 import multiprocessing
 import os

@@ -392,6 +392,7 @@ distributed_setup() {
         [[ "$per_node" == 1 ]] || die "SLURM_NTASKS_PER_NODE=$per_node: train.sh takes one SLURM task per node (srun --ntasks-per-node=1); fairseq-train spawns a process per GPU"
         [[ -n "${SLURM_NODEID:-}" ]] || die "SLURM_NNODES=$NODES but no SLURM_NODEID: start train.sh on every node with srun"
         NODE=$SLURM_NODEID
+        gpus_per_node
         port="${MASTER_PORT:-}"
         if [[ -z "$port" ]]; then  # the same on every node of the job
             [[ -n "${SLURM_JOB_ID:-}" ]] || die "SLURM_NNODES=$NODES without SLURM_JOB_ID: set MASTER_PORT, the port every node uses"
@@ -403,7 +404,6 @@ distributed_setup() {
     else
         return 0
     fi
-    gpus_per_node
     [[ "$N_GPUS" -gt 0 ]] || die "N_GPUS=$N_GPUS: training on $NODES nodes needs GPUs (none visible on this node)"
     # given, so that fairseq initializes the group even with one GPU a node (its default world size is the node's GPUs)
     DIST_ARGS=(--distributed-world-size $((NODES * N_GPUS)) "${DIST_ARGS[@]+"${DIST_ARGS[@]}"}")
