@@ -9,18 +9,28 @@ wrapped: the compiled function is the class's, called with the model, so the mod
 dicts are those of an eager model (no ``_orig_mod.`` prefix) and checkpoints load both ways; resuming may switch it on
 or off (``resume_check``: it changes training, not the model).
 
+Random numbers (dropout): inductor draws its own in its kernels by default (``--fusion-compile-random fused``: the
+same distribution, reproducible from fairseq's per-update seed, other masks than eager's); ``--fusion-compile-random
+eager`` makes it call torch's eager random ops (inductor's ``fallback_random``): eager's masks, so the eager run's
+losses up to float rounding, at the cost of unfused random ops. The tracing backends always use eager's.
+
 Activation checkpointing (the layers' non-reentrant checkpoint) is traced into the graph. ``BACKEND`` is one of
 torch.compile's backends (default ``inductor``; ``aot_eager`` or ``eager`` trace without
 generating code, the same numbers as eager: what the tests run on the CPU). The encoder and decoder of every arch
 compile into one graph: what sizes tensors from data (the phrase segmentation) is computed before it by the encoder's
 ``eager_input_hooks`` (``docs/compile.md``).
 """
+import functools
+
 from .errors import FusionError
 
 OPTION = "--fusion-compile"
 DEST = "fusion_compile"
 DEFAULT_BACKEND = "inductor"
-_COMPILED = {}  # (function, backend) -> compiled function (one per process, shared by the models)
+RANDOM_OPTION = "--fusion-compile-random"
+RANDOM_DEST = "fusion_compile_random"
+RANDOM_CHOICES = ("fused", "eager")
+_COMPILED = {}  # (function, backend, random) -> compiled function (one per process, shared by the models)
 
 
 def add_args(parser):
@@ -28,12 +38,19 @@ def add_args(parser):
         OPTION, nargs="?", const=DEFAULT_BACKEND, default=None, metavar="BACKEND",
         help="compile the training forward with torch.compile, dynamic shapes (BACKEND: default inductor; aot_eager "
              "or eager trace only); validation, generation and checkpoints stay eager (docs/compile.md)")
+    parser.add_argument(
+        RANDOM_OPTION, choices=RANDOM_CHOICES, default=RANDOM_CHOICES[0],
+        help="inductor's random numbers (dropout): fused (default: drawn in its kernels, other masks than eager's) or "
+             "eager (torch's eager random ops: eager's masks and losses, unfused)")
 
 
 def backend(args):
     """The backend ``args`` asks for, or None (off); an unknown backend is refused in one line."""
     value = getattr(args, DEST, None)
     if value in (None, False, "", "none", "off", "false"):
+        if random_mode(args) != RANDOM_CHOICES[0]:
+            raise FusionError(f"{RANDOM_OPTION} {random_mode(args)}: only with {OPTION} (an eager run draws eager's "
+                              "random numbers anyway)")
         return None
     if value is True or value in ("true", "on"):
         value = DEFAULT_BACKEND
@@ -45,13 +62,31 @@ def backend(args):
     return value
 
 
-def compiled(function, name):
-    """``function`` (``FusionTransformerModel.eager_forward``) compiled for backend ``name``, once per process."""
-    if (function, name) not in _COMPILED:
-        import torch
+def random_mode(args):
+    """``--fusion-compile-random``: "fused" or "eager" (argparse checks the value)."""
+    return getattr(args, RANDOM_DEST, None) or RANDOM_CHOICES[0]
 
-        _COMPILED[function, name] = torch.compile(function, dynamic=True, backend=name)
-    return _COMPILED[function, name]
+
+def compiled(function, name, random="fused"):
+    """``function`` (``FusionTransformerModel.eager_forward``) compiled for backend ``name``, once per process;
+    ``random`` "eager": inductor calls torch's eager random ops (the tracing backends always do). Each size of the
+    inputs is its own symbol: dynamo's duck sizing would equate two sizes that happen to be equal in the first batch
+    (a target length and the phrase count, say) and recompile when a later batch tells them apart."""
+    key = (function, name, random)
+    if key not in _COMPILED:
+        import torch
+        from torch.fx.experimental import _config as fx_config
+
+        options = {"fallback_random": True} if name == "inductor" and random == "eager" else None
+        graph = torch.compile(function, dynamic=True, backend=name, options=options)
+
+        @functools.wraps(function)
+        def run(*args, **kwargs):
+            with fx_config.patch(use_duck_shape=False):
+                return graph(*args, **kwargs)
+
+        _COMPILED[key] = run
+    return _COMPILED[key]
 
 
 def is_compiling():

@@ -2,7 +2,7 @@
 
 Runs fairseq-train's own entry point unchanged; the only addition is that every rank
 (not only the master, who writes checkpoints) dumps its model's parameters after each
-checkpoint save, so the test can compare the ranks. Usage: dist_worker.py DUMP_FILE ARGS...
+checkpoint save, so the test can compare the ranks, and prints the graphs torch.compile built. Usage: dist_worker.py DUMP_FILE ARGS...
 """
 import sys
 
@@ -23,3 +23,6 @@ def save_and_dump(cfg, trainer, epoch_itr, val_loss):
 
 checkpoint_utils.save_checkpoint = save_and_dump
 train.cli_main()
+from torch._dynamo.utils import counters  # noqa: E402  (what --fusion-compile built, for the test to read)
+
+print(f"| torch.compile graphs built: {counters['stats']['unique_graphs']}", flush=True)

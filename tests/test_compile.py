@@ -58,8 +58,8 @@ def test_compiled_training_equals_eager(multi30k_slice, tmp_path, arch, backend,
     reset_compiler()
     losses, compiled = train(multi30k_slice, str(tmp_path / "compiled"), arch, *extra, "--fusion-compile", backend)
     assert sum(counters["stats"].values()) > 0, "nothing was compiled"
-    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"] and not counters["recompiles"], \
-        {k: dict(v) for k, v in counters.items()}
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"], \
+        {k: dict(v) for k, v in counters.items()}  # one graph over 3 batch shapes: no recompile
     assert losses == eager_losses
     assert_same_state(eager, compiled)
     reset_compiler()
@@ -145,6 +145,25 @@ def test_no_graph_break(tmp_path, arch):
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("arch", ["fusion_transformer", "transformer_phrase"])
+def test_sizes_equal_by_chance_do_not_recompile(tmp_path, arch):
+    """The first batch's source and target lengths are equal (and so, for the phrases, the phrase count): each size
+    stays its own symbol, so later batches that tell them apart reuse the one graph (dynamo's duck sizing would have
+    equated them and recompiled)."""
+    data = write_dicts(tmp_path, 40)
+    model, task, _ = build_model(data, arch, "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim",
+                                 "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "16",
+                                 "--decoder-ffn-embed-dim", "16", "--share-all-embeddings", "--fusion-compile", "eager")
+    model.train()
+    reset_compiler()
+    torch.manual_seed(0)
+    for batch, src_len, tgt_len in [(2, 6, 6), (3, 9, 5), (2, 4, 11), (4, 7, 7)]:
+        src = torch.randint(5, 40, (batch, src_len))
+        model(src, torch.full((batch,), src_len), torch.randint(5, 40, (batch, tgt_len)))[0].sum().backward()
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    reset_compiler()
+
+
 def test_unknown_backend_is_refused_in_one_line(multi30k_slice, tmp_path):
     proc = run_cli(tiny_train_args(multi30k_slice, str(tmp_path / "a"), "fusion_transformer", "--fusion-compile",
                                    "nosuch"), check=False)
@@ -152,3 +171,93 @@ def test_unknown_backend_is_refused_in_one_line(multi30k_slice, tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("fairseq-fusion: error: --fusion-compile 'nosuch': expected a torch.compile backend, one of")
     assert "inductor" in last and "Traceback" not in proc.stderr
+
+
+def test_inductor_with_eager_random_trains_as_eager(multi30k_slice, tmp_path):
+    """inductor's generated kernels with ``--fusion-compile-random eager`` (dropout 0.1 on: torch's eager random
+    draws): the eager run's logged losses and, after 3 updates, its parameters up to float32 rounding (measured: at
+    most 1.7e-6 apart; a mask drawn differently would move a loss in its second digit)."""
+    eager_losses, eager = train(multi30k_slice, str(tmp_path / "eager"), "fusion_transformer")
+    reset_compiler()
+    losses, compiled = train(multi30k_slice, str(tmp_path / "inductor"), "fusion_transformer", "--fusion-compile",
+                             "--fusion-compile-random", "eager")
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])  # no recompile
+    assert [abs(float(a) - float(b)) <= 0.0011 for a, b in zip(eager_losses, losses)] == [True] * 3, \
+        (eager_losses, losses)  # logged with 3 decimals
+    assert list(eager) == list(compiled)
+    worst = max((eager[k] - compiled[k]).abs().max().item() for k in eager)
+    assert worst <= 2e-5, f"parameters differ by up to {worst:.3g}"
+    reset_compiler()
+
+
+def test_inductor_fused_random_resumes_the_same_random_draws(multi30k_slice, tmp_path):
+    """The default, inductor's own random numbers: not eager's masks (the first update's loss differs from the eager
+    run's), but drawn from fairseq's per-update seed, so a run resumed from its checkpoint of update 2 logs the
+    uninterrupted run's loss for update 3 and ends on its parameters up to float32 rounding (measured: bit-equal in
+    separate processes; here, the two compiled in one process, the shared embedding 3e-8 apart)."""
+    eager_losses, _ = train(multi30k_slice, str(tmp_path / "eager"), "fusion_transformer", updates=1)
+    reset_compiler()
+    full = str(tmp_path / "full")
+    losses, state = train(multi30k_slice, full, "fusion_transformer", "--fusion-compile", "--save-interval-updates", "1")
+    assert abs(float(losses[0]) - float(eager_losses[0])) > 0.01, (losses, eager_losses)
+    reset_compiler()
+    resumed = str(tmp_path / "resumed")
+    os.makedirs(resumed)
+    resumed_losses, resumed_state = train(multi30k_slice, resumed, "fusion_transformer", "--fusion-compile",
+                                          "--restore-file", os.path.join(full, "checkpoint_1_2.pt"), updates=3,
+                                          resumed_at=2)
+    assert resumed_losses == losses[2:]
+    assert list(state) == list(resumed_state)
+    worst = max((state[k] - resumed_state[k]).abs().max().item() for k in state)
+    assert worst <= 1e-6, f"parameters differ by up to {worst:.3g}"
+    reset_compiler()
+
+
+def test_random_option_needs_the_compiled_path(multi30k_slice, tmp_path):
+    proc = run_cli(tiny_train_args(multi30k_slice, str(tmp_path / "a"), "fusion_transformer", "--fusion-compile-random",
+                                   "eager"), check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == ("fairseq-fusion: error: --fusion-compile-random eager: only with "
+                                                    "--fusion-compile (an eager run draws eager's random numbers anyway)")
+    assert not os.path.exists(tmp_path / "a")
+
+
+def half_training(data_dir, save_dir, dtype, init_scale, *compile_flags, updates=6):
+    """fairseq's Trainer in ``dtype`` (FP16Optimizer: fp32 master weights, dynamic loss scaling from ``init_scale``
+    for float16) for ``updates`` steps on one batch: (per step: logged loss or None if skipped, loss scale after it),
+    the fp32 master weights."""
+    from test_half_precision import build_trainer, training_sample
+
+    trainer, task = build_trainer("fusion_transformer", data_dir, save_dir, dtype, extra=[
+        "--fp16-init-scale", str(init_scale), "--encoder-layers", "2", "--decoder-layers", "2", *compile_flags])
+    sample = training_sample(task)
+    steps = []
+    for _ in range(updates):
+        log = trainer.train_step([sample])
+        scaler = getattr(trainer.optimizer, "scaler", None)
+        steps.append((log and log.get("loss"), scaler and scaler.loss_scale))
+    return steps, [p.detach().clone() for p in trainer.optimizer.fp32_params]
+
+
+@pytest.mark.parametrize("dtype,init_scale", [("float16", 128), ("float16", 2 ** 16), ("bfloat16", 1)],
+                         ids=["fp16", "fp16-overflows", "bf16"])
+def test_half_precision_training_as_eager(tmp_path, monkeypatch, dtype, init_scale):
+    """fairseq's --fp16 (loss scaling) and --bf16 with the forward compiled give the eager run's losses, loss scales,
+    skipped updates and master weights bit for bit. From a loss scale of 2^16 the first updates overflow (the batch's
+    summed loss, about 150, times 2^16 is inf in float16), are skipped and halve the scale. Backend ``eager`` (dynamo's graph,
+    eager's autograd): AOTAutograd's backward of dropout rounds differently in half precision (docs/compile.md)."""
+    # fairseq's overflow handler puts a zero on the GPU (trainer.py: torch.tensor(0.0).cuda()): here it stays put
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *args, **kwargs: self)
+    data = write_dicts(tmp_path, 40)
+    eager_steps, eager = half_training(data, tmp_path / "eager", dtype, init_scale)
+    reset_compiler()
+    steps, compiled = half_training(data, tmp_path / "compiled", dtype, init_scale, "--fusion-compile", "eager")
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])  # no recompile
+    assert steps == eager_steps
+    skipped = [loss is None for loss, _ in steps]
+    if init_scale > 128:
+        assert skipped[0] and not skipped[-1] and steps[-1][1] < init_scale, steps
+    else:
+        assert not any(skipped), steps
+    assert all(torch.equal(a, b) for a, b in zip(eager, compiled))
+    reset_compiler()

@@ -21,16 +21,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.long_run
-@pytest.mark.parametrize("ddp_backend", ["legacy_ddp", "pytorch_ddp"])
-def test_two_cpu_ranks_end_with_same_parameters(multi30k_slice, tmp_path, ddp_backend):
+def train_two_ranks(data, tmp_path, ddp_backend, *extra, arch=DIST_ARCH, updates=4):
+    """fairseq-train on two CPU ranks (gloo), one process each: (rank 0's log, rank 1's log, rank 0's parameters,
+    rank 1's parameters) after ``updates`` updates; rank 0 writes its checkpoints to ``tmp_path``/ckpt."""
     port = free_port()
     procs = []
     for rank in range(2):
-        args = train_args(multi30k_slice, str(tmp_path / "ckpt"), arch=DIST_ARCH, max_update=4, extra=[
+        args = train_args(data, str(tmp_path / "ckpt"), arch=arch, max_update=updates, extra=[
             "--distributed-world-size", "2", "--distributed-rank", str(rank), "--distributed-backend", "gloo",
             "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-no-spawn", "--device-id", "0",
-            "--ddp-backend", ddp_backend,
+            "--ddp-backend", ddp_backend, *extra,
         ])
         procs.append(subprocess.Popen(
             [sys.executable, os.path.join(HERE, "dist_worker.py"), str(tmp_path / f"rank{rank}.pt")] + args,
@@ -42,8 +42,14 @@ def test_two_cpu_ranks_end_with_same_parameters(multi30k_slice, tmp_path, ddp_ba
         logs.append(out)
         assert p.returncode == 0, f"expected rank {len(logs) - 1} to exit 0\n{out[-4000:]}"
     assert "distributed init (rank 1)" in logs[0] + logs[1], f"expected rank 1 to join\n{logs[1][-3000:]}"
-    assert re.search(r"num_updates 4\b", logs[0]), f"expected 4 updates on rank 0\n{logs[0][-3000:]}"
-    r0, r1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
+    assert re.search(rf"num_updates {updates}\b", logs[0]), f"expected {updates} updates on rank 0\n{logs[0][-3000:]}"
+    return (*logs, torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt"))
+
+
+@pytest.mark.long_run
+@pytest.mark.parametrize("ddp_backend", ["legacy_ddp", "pytorch_ddp"])
+def test_two_cpu_ranks_end_with_same_parameters(multi30k_slice, tmp_path, ddp_backend):
+    _, _, r0, r1 = train_two_ranks(multi30k_slice, tmp_path, ddp_backend)
     assert r0.keys() == r1.keys()
     for k in r0:
         assert torch.equal(r0[k], r1[k]), f"expected the ranks to end with the same {k}"
@@ -51,6 +57,23 @@ def test_two_cpu_ranks_end_with_same_parameters(multi30k_slice, tmp_path, ddp_ba
     ckpt = torch.load(tmp_path / "ckpt" / "checkpoint_last.pt")
     differ = [k for k in r0 if not torch.equal(ckpt["model"][k], r0[k])]
     assert not differ, f"expected checkpoint_last.pt to hold rank 0's parameters; these differ: {differ}"
+
+
+@pytest.mark.long_run
+def test_compiled_forward_under_ddp_trains_as_eager(multi30k_slice, tmp_path):
+    """torch's DDP (its gradient hooks fire during the compiled graph's backward) with ``--fusion-compile
+    aot_eager``: both ranks build the graph and end on the parameters of the eager two-rank run, bit for bit."""
+    log, _, eager, _ = train_two_ranks(multi30k_slice, tmp_path / "eager", "pytorch_ddp", arch="fusion_transformer")
+    assert "| torch.compile graphs built: 0" in log
+    logs = train_two_ranks(multi30k_slice, tmp_path / "compiled", "pytorch_ddp", "--fusion-compile", "aot_eager",
+                           arch="fusion_transformer")
+    for log in logs[:2]:
+        built = re.search(r"\| torch.compile graphs built: (\d+)", log)
+        assert built and int(built.group(1)) >= 1, log[-2000:]
+    for rank, state in enumerate(logs[2:]):
+        assert list(state) == list(eager)
+        differ = [k for k in eager if not torch.equal(eager[k], state[k])]
+        assert not differ, f"rank {rank} ends elsewhere than the eager run: {len(differ)} tensors, e.g. {differ[0]}"
 
 
 def final_train_loss(log, update):

@@ -178,26 +178,48 @@ def test_smoke_mode_profiles_benchmarks_and_reports(slice_work, tmp_path):
     assert "## Profile: one training step" in md and f"| `{arch}` | fp32 | 300 |" in md
 
 
-def test_compile_stage_trains_fairseqs_losses_and_reports(slice_work, tmp_path):
-    """--stages compile on the CPU (dynamo traces, the eager backend runs the graphs): the transformer trained with its
-    forward compiled gives, batch for batch, the losses of the eager run; graphs are built for the compiled run
-    alone; the stage is opt-in (compiling takes minutes on a GPU)."""
+def test_compile_stage_trains_the_eager_losses_and_reports(slice_work, tmp_path):
+    """--stages compile on the CPU (dynamo traces, the eager backend runs the graphs): fairseq's transformer with its
+    forward compiled and a fusion arch under --fusion-compile give, batch for batch, the losses of their eager runs;
+    graphs are built for the compiled runs alone; the stage is opt-in (compiling takes minutes per arch on a GPU)."""
     assert "compile" not in gpu_speed.get_parser().parse_args([]).stages.split(",")
     out = str(tmp_path / "speed")
     args = gpu_speed.get_parser().parse_args([
         "--device", "cpu", "--dtypes", "fp32", "--size", "tiny", "--max-tokens", "300", "--stages", "compile",
-        "--compile-warmup-steps", "3", "--profile-steps", "1", "--work", str(slice_work), "--out", out])
+        "--compile-archs", "transformer,transformer_surface_fusion", "--compile-updates", "6",
+        "--compile-warmup-steps", "2", "--work", str(slice_work), "--out", out])
     assert gpu_speed.main(args) == 0
     with open(out + ".json") as f:
         runs = json.load(f)["compile"]["runs"]
-    assert [(r["mode"], r["backend"]) for r in runs] == [("eager", None), ("compiled", "eager")]
-    eager, compiled = runs
-    assert eager["graphs_built_warmup"] == eager["graphs_built_timed"] == 0
-    assert compiled["graphs_built_warmup"] > 0
-    # fp32, the same operators: the same losses, not close ones
-    assert compiled["first_loss_difference"] == compiled["max_loss_difference"] == 0
+    assert [(r["arch"], r["mode"], r["backend"]) for r in runs] == [
+        ("transformer", "eager", None), ("transformer", "compiled", "eager"),
+        ("transformer_surface_fusion", "eager", None), ("transformer_surface_fusion", "compiled", "eager")]
+    for eager, compiled in (runs[:2], runs[2:]):
+        assert eager["graphs_built"] == 0 and compiled["graphs_built"] > 0
+        assert compiled["steps_that_built_graphs"][0] == 1
+        assert len(compiled["losses"]) == eager["updates"] == 6 and eager["timed_updates"] == 4
+        # fp32, the same operators: the same losses, not close ones
+        assert compiled["losses"] == eager["losses"]
+        assert compiled["first_loss_difference"] == compiled["max_loss_difference"] == 0
+    # the plugin's arch is one graph; fairseq's transformer breaks at its padding-mask branches
+    assert runs[3]["graph_breaks"] == 0 and runs[1]["graph_breaks"] > 0
+    assert runs[2]["vs_transformer_eager"] == pytest.approx(runs[2]["words_per_s"] / runs[0]["words_per_s"])
     with open(out + ".md") as f:
-        assert "| `transformer` | fp32 | compiled |" in f.read()
+        md = f.read()
+    assert "| `transformer_surface_fusion` | fp32 | compiled |" in md
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--compile-updates", "5", "--compile-warmup-steps", "5"],
+     "--compile-updates 5: expected more than --compile-warmup-steps (5), the updates left out of the timing"),
+    (["--compile-backend", "nosuch"], "--compile-backend nosuch: expected a torch.compile backend, one of"),
+    (["--compile-archs", "transformer,nosuch"], "--compile-archs transformer,nosuch: nosuch is not a registered "
+                                                "fusion_transformer arch (fusion-archs lists them) or transformer"),
+])
+def test_compile_stage_flags_refused_in_one_line(flags, message):
+    proc = run_cli(["fusion-gpu-speed", "--stages", "compile", *flags], check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert message in proc.stderr.strip().splitlines()[-1]
 
 
 def test_report_of_the_h100_run_names_the_cause():

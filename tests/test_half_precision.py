@@ -215,13 +215,14 @@ def test_half_forward(arch, dtype, data_dir):
     )
 
 
-def build_trainer(arch, data_dir, save_dir, dtype, memory_efficient=False):
+def build_trainer(arch, data_dir, save_dir, dtype, memory_efficient=False, extra=()):
+    """fairseq's Trainer for ``arch`` in ``dtype`` at d=TRAIN_DIM, 6+6 layers (``extra`` flags last)."""
     flags = {"float16": ["--fp16", "--fp16-no-flatten-grads"], "bfloat16": ["--bf16"]}[dtype]
     if memory_efficient:
         flags = flags + [{"float16": "--memory-efficient-fp16", "bfloat16": "--memory-efficient-bf16"}[dtype]]
     args = parse(arch, data_dir, TRAIN_DIM, extra=[
         "--optimizer", "adam", "--lr", "1e-4", "--clip-norm", "0", "--seed", "1",
-        "--fp16-init-scale", str(INIT_LOSS_SCALE), "--save-dir", str(save_dir), *flags,
+        "--fp16-init-scale", str(INIT_LOSS_SCALE), "--save-dir", str(save_dir), *flags, *extra,
     ])
     args.tpu = False  # fairseq: "--bf16 implies --tpu" (torch_xla); the bf16 path itself runs on CPU
     cfg = convert_namespace_to_omegaconf(args)

@@ -30,7 +30,7 @@ from ..errors import FusionError, few
 from ..fusion_options import VERSION_KEY, option_name
 
 TRAINING_ONLY_WORDS = ("dropout", "dropconnect", "layerdrop", "quant_noise")
-TRAINING_ONLY = {"checkpoint_activations", "offload_activations", "fusion_compile", "min_params_to_wrap", "export",
+TRAINING_ONLY = {"checkpoint_activations", "offload_activations", "fusion_compile", "fusion_compile_random", "min_params_to_wrap", "export",
                  "init_from_vanilla", "encoder_embed_path", "decoder_embed_path", VERSION_KEY}
 _MISSING = object()
 

@@ -36,7 +36,8 @@ class FusionTransformerModel(TransformerModel):
         model = super().build_model(args, task)
         fusion_options.attach(model, args)
         model.dictionary_files = dictionary_files(task)
-        model.compile_backend = compile_backend  # a plain attribute: not in the state dict
+        model.compile_backend = compile_backend  # plain attributes: not in the state dict
+        model.compile_random = compile_training.random_mode(args)
         return model
 
     @classmethod
@@ -79,7 +80,8 @@ class FusionTransformerModel(TransformerModel):
         run = self.eager_forward
         backend = getattr(self, "compile_backend", None)
         if backend is not None and self.training and not compile_training.is_compiling():
-            run = functools.partial(compile_training.compiled(type(self).eager_forward, backend), self)
+            random = getattr(self, "compile_random", "fused")
+            run = functools.partial(compile_training.compiled(type(self).eager_forward, backend, random), self)
             for hook in self.encoder.eager_input_hooks:  # what sizes tensors from data, computed outside the graph
                 extra_encoder_inputs = {**extra_encoder_inputs, **hook(src_tokens, extra_encoder_inputs)}
         return run(src_tokens, src_lengths, prev_output_tokens, return_all_hiddens, features_only, alignment_layer,

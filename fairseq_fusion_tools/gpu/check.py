@@ -100,17 +100,19 @@ def check_args(args):
     return dtypes
 
 
-def select_archs(spec):
+def select_archs(spec, flag="--archs", also=()):
+    """The archs a comma-separated ``spec`` names ('all': every fusion_transformer arch), besides those in ``also``
+    (fairseq's ``transformer``); an unknown name is refused in one line naming ``flag``."""
     from ..fairseq_runs import fusion_archs
 
     registered = fusion_archs()
     if spec == "all":
-        return registered
+        return [*also, *registered]
     archs = [a for a in spec.split(",") if a]
-    unknown = [a for a in archs if a not in registered]
+    unknown = [a for a in archs if a not in registered and a not in also]
     if unknown or not archs:
-        fail(f"--archs {spec}: {', '.join(unknown) or 'none given'} is not a registered fusion_transformer arch "
-             "(fusion-archs lists them), or give 'all'")
+        fail(f"{flag} {spec}: {', '.join(unknown) or 'none given'} is not a registered fusion_transformer arch "
+             f"(fusion-archs lists them){''.join(f' or {a}' for a in also)}, or give 'all'")
     return archs
 
 

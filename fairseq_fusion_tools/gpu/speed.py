@@ -10,10 +10,10 @@ Stages (``--stages``), in one process, within ``--budget-minutes``:
 - ``overhead``: where a step's time goes once attention is fixed: the host's cost of one kernel launch, launches
   per step, the model's forward+backward alone against fairseq's whole ``train_step``, and ``train_step`` with torch's
   fused AdamW in place of fairseq's Adam (a diagnostic: its eps placement differs).
-- ``compile`` (not among the default stages: compiling takes minutes on a GPU): ``transformer``'s ``train_step``
-  eager and with its forward compiled by ``torch.compile`` (dynamic shapes, inductor; the smoke mode traces only),
-  on the same batches from the same seed: seconds spent compiling, graphs built, ms per step once warm, kernel
-  launches per step, the two runs' loss differences (first step, largest) and torch.compile's counters.
+- ``compile`` (not among the default stages: compiling takes minutes per arch on a GPU): every ``--compile-archs``
+  arch trained eager and compiled (``--fusion-compile``; fairseq's ``transformer`` its forward through
+  ``torch.compile``) for ``--compile-updates`` updates on the same batches: words/s, ms per step, compile seconds,
+  graphs, recompiles, launches per step, peak memory and the loss differences (``speed_compile.py``).
 - ``benchmark``: ``transformer``, then per round the headline archs (order rotated each round) and ``transformer``
   again, so that every arch run lies between two transformer runs; each is trained (``--warmup-updates`` then ``--updates`` timed) in every dtype at every ``--max-tokens`` and
   decodes the test set at beams 4 and 10 with a forced length. Per run: words/s, ms per step, MFU (FLOPs per target
@@ -61,8 +61,16 @@ def get_parser():
     p.add_argument("--updates", type=int, default=15, help="Timed updates per run (default: %(default)s).")
     p.add_argument("--profile-steps", type=int, default=4,
                    help="Timed steps on new shapes and again on seen shapes per profile setting (default: %(default)s).")
-    p.add_argument("--compile-warmup-steps", type=int, default=10, help="Compile stage: steps before the timed ones, "
-                   "where torch.compile compiles and recompiles (default: %(default)s).")
+    p.add_argument("--compile-archs", default="transformer,fusion_transformer," + HEADLINE_ARCHS,
+                   help="Compile stage: the archs (default: transformer, fusion_transformer and the headline archs).")
+    p.add_argument("--compile-updates", type=int, default=200, help="Compile stage: updates per run, eager and "
+                   "compiled (default: %(default)s).")
+    p.add_argument("--compile-warmup-steps", type=int, default=20, help="Compile stage: the first updates of a run, "
+                   "left out of its words/s and ms per step (default: %(default)s).")
+    p.add_argument("--compile-backend", default=None, help="Compile stage: torch.compile's backend (default: inductor "
+                   "on CUDA, eager in the smoke mode).")
+    p.add_argument("--compile-random", choices=("fused", "eager"), default="fused", help="Compile stage: "
+                   "--fusion-compile-random of the compiled runs (default: %(default)s).")
     p.add_argument("--decode-sentences", type=int, default=256, help="Test sentences decoded (default: %(default)s).")
     p.add_argument("--decode-length", type=int, default=30, help="Forced output length (default: %(default)s).")
     p.add_argument("--budget-minutes", type=float, default=9.5,
@@ -90,7 +98,16 @@ def check_args(args):
             or min(args.warmup_updates, args.compile_warmup_steps) < 0 or args.budget_minutes <= 0:
         fail("--rounds, --updates, --profile-steps, --decode-sentences, --decode-length and --budget-minutes must be "
              "positive, --warmup-updates and --compile-warmup-steps 0 or more")
+    if args.compile_updates <= args.compile_warmup_steps:
+        fail(f"--compile-updates {args.compile_updates}: expected more than --compile-warmup-steps "
+             f"({args.compile_warmup_steps}), the updates left out of the timing")
     from .check import select_archs
+    import torch
+
+    if args.compile_backend is not None and args.compile_backend not in torch._dynamo.list_backends(exclude_tags=()):
+        fail(f"--compile-backend {args.compile_backend}: expected a torch.compile backend, one of "
+             f"{', '.join(sorted(torch._dynamo.list_backends(exclude_tags=())))}")
+    select_archs(args.compile_archs, "--compile-archs", also=("transformer",))
     archs = select_archs(args.archs)
     return stages, dtypes, max_tokens, [a for a in archs if a != "transformer"]
 
@@ -196,59 +213,6 @@ def run_overhead(args, task, data, dtypes, cuda, log):
                 del trainer
                 if cuda:
                     torch.cuda.empty_cache()
-    return results
-
-
-# ---- compile ------------------------------------------------------------------------------------------------------
-
-def run_compile(args, task, data, dtypes, cuda, log):
-    """Per dtype: transformer's train_step eager, then with its forward compiled, on the same batches."""
-    import torch
-    from . import speed_measure as m
-    from .check import error_line
-
-    backend = "inductor" if cuda else "eager"
-    results = {"backend": backend, "cache_size_limit": torch._dynamo.config.cache_size_limit, "runs": []}
-    for dtype in dtypes:
-        losses = {}
-        for mode in ("eager", "compiled"):
-            m.reset_compiler()
-            trainer, itr = m.build_trainer(task, data, "transformer", dtype, args.size, args.max_tokens[0], not cuda)
-            r = {"arch": "transformer", "dtype": dtype, "mode": mode, "max_tokens": args.max_tokens[0],
-                 "backend": backend if mode == "compiled" else None}
-            try:
-                if mode == "compiled":
-                    m.compile_forward(trainer.model, backend)
-                stream = m.batches(itr)  # the same batches in both modes: the same seed, the same order
-                samples = [next(stream) for _ in range(args.compile_warmup_steps + args.profile_steps)]
-                before = m.graphs_built()
-                warm = [m.logged_step(trainer, s, cuda) for s in samples[:args.compile_warmup_steps]]
-                during_warmup = m.graphs_built() - before
-                timed = [m.logged_step(trainer, s, cuda) for s in samples[args.compile_warmup_steps:]]
-                r.update(warmup_s=sum(t for _, t in warm),
-                         median_ms_train_step=1e3 * statistics.median(t for _, t in timed),
-                         graphs_built_warmup=during_warmup, graphs_built_timed=m.graphs_built() - before - during_warmup,
-                         shapes_timed=len({m.shape_of(s) for s in samples[args.compile_warmup_steps:]}),
-                         launches_per_step=m.launches_per_step(trainer, samples[-1], cuda))
-                losses[mode] = [loss for loss, _ in warm + timed]
-                if mode == "compiled" and "eager" in losses:
-                    # the first step's loss is one forward of the same weights; later ones follow their own updates
-                    pairs = [(a, b) for a, b in zip(losses["eager"], losses["compiled"]) if None not in (a, b)]
-                    r["first_loss_difference"] = abs(pairs[0][0] - pairs[0][1]) if pairs else None
-                    r["max_loss_difference"] = max((abs(a - b) for a, b in pairs), default=None)
-                    r["dynamo_counters"] = m.dynamo_counters()
-                log(f"| compile transformer {dtype} {mode}: {r['median_ms_train_step']:.1f} ms/train_step once warm "
-                    f"({r['warmup_s']:.0f} s for {args.compile_warmup_steps} warm-up steps; graphs built: "
-                    f"{r['graphs_built_warmup']}, then {r['graphs_built_timed']} while timed), "
-                    f"{r['launches_per_step']} launches/step")
-            except Exception as e:  # a diagnostic: the report says what failed, the later stages still run
-                r["error"] = error_line(e)
-                log(f"| compile transformer {dtype} {mode}: failed: {r['error']}")
-            results["runs"].append(r)
-            del trainer
-            if cuda:
-                torch.cuda.empty_cache()
-    m.reset_compiler()
     return results
 
 
@@ -413,7 +377,9 @@ def _run(args, start, cuda, stages, dtypes, archs, log):
         doc["overhead"] = run_overhead(args, task, data, dtypes, cuda, log)
         save()
     if "compile" in stages:
-        doc["compile"] = run_compile(args, task, data, dtypes, cuda, log)
+        from .speed_compile import run_compile
+
+        run_compile(args, task, data, dtypes, cuda, deadline, doc, save, log)
         save()
     if "benchmark" in stages:
         rate = {**doc["matmul_rate"]}

@@ -44,13 +44,15 @@ def matmul_rate(cuda, n=None, repeats=10):
             "repeats": repeats}
 
 
-def build_trainer(task, data, arch, dtype, size, max_tokens, cpu):
-    """fairseq's Trainer for ``arch`` in ``dtype`` at ``size`` with ``--max-tokens``, and its epoch iterator."""
+def build_trainer(task, data, arch, dtype, size, max_tokens, cpu, extra=()):
+    """fairseq's Trainer for ``arch`` in ``dtype`` at ``size`` with ``--max-tokens`` (``extra`` flags last), and its
+    epoch iterator."""
     import numpy as np
     from fairseq import utils
     from fairseq.trainer import Trainer
 
-    argv = train_argv(data, arch, dtype, size, updates=10 ** 6, seed=1, cpu=cpu) + ["--max-tokens", str(max_tokens)]
+    argv = [*train_argv(data, arch, dtype, size, updates=10 ** 6, seed=1, cpu=cpu), "--max-tokens", str(max_tokens),
+            *extra]
     cfg = parse(argv)
     np.random.seed(1)
     utils.set_torch_seed(1)
@@ -221,12 +223,16 @@ def torch_fused_adamw():
     return TorchFusedAdamW
 
 
-def compile_forward(model, backend):
-    """``model`` with its forward compiled by ``torch.compile`` (dynamic shapes), as fairseq's Trainer then trains
-    it: ``backend`` inductor on CUDA, eager (dynamo's tracing alone) in the smoke mode."""
-    import torch
+def compile_forward(model, backend, random="fused"):
+    """``model`` (fairseq's own, without ``--fusion-compile``) with its forward compiled by ``torch.compile``
+    (dynamic shapes), as fairseq's Trainer then trains it: ``backend`` inductor on CUDA, eager (dynamo's tracing
+    alone) in the smoke mode; ``random`` as ``--fusion-compile-random``: as ``--fusion-compile`` compiles."""
+    import functools
 
-    model.forward = torch.compile(model.forward, dynamic=True, backend=backend)
+    from fairseq_fusion import compile_training
+
+    # the plugin's compiled function (each input size its own symbol), called with fairseq's model
+    model.forward = functools.partial(compile_training.compiled(type(model).forward, backend, random), model)
     return model
 
 
