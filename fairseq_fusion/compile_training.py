@@ -45,7 +45,10 @@ def add_args(parser):
 
 
 def backend(args):
-    """The backend ``args`` asks for, or None (off); an unknown backend is refused in one line."""
+    """The backend ``args`` asks for, or None (off); an unknown backend is refused in one line. Fills in
+    ``--fusion-compile-random``'s default where the args lack it (fairseq-hydra-train, older checkpoints)."""
+    if getattr(args, RANDOM_DEST, None) is None:
+        setattr(args, RANDOM_DEST, RANDOM_CHOICES[0])
     value = getattr(args, DEST, None)
     if value in (None, False, "", "none", "off", "false"):
         if random_mode(args) != RANDOM_CHOICES[0]:

@@ -281,10 +281,13 @@ reg("fusion-gpu-check --budget-minutes 9", "make", run="fusion-gpu-check --budge
     env={"CUDA_VISIBLE_DEVICES": ""}, local="needs CUDA: its no-CUDA form runs (CUDA hidden), one line and exit 0",
     out=r"(?m)^fusion-gpu-check: no CUDA device here \(torch [^\n]*\s*\Z")
 for speed in ("fusion-gpu-speed --stages profile,benchmark --budget-minutes 8.3",
-              "fusion-gpu-speed --stages compile --dtypes fp16"):
+              "fusion-gpu-speed --stages compile", "fusion-gpu-speed --stages compile --compile-random eager"):
     reg(speed, "make", run=speed, env={"CUDA_VISIBLE_DEVICES": ""},
         local="needs CUDA: its no-CUDA form runs (CUDA hidden), one line and exit 0; the smoke mode is tests/test_gpu_speed.py",
         out=r"(?m)^fusion-gpu-speed: no CUDA device here \(torch [^\n]*\s*\Z")
+reg("fusion-gpu-speed --device cpu --stages compile --compile-archs all --compile-backend inductor --compile-random eager "
+    "--size tiny --max-tokens 1500 --compile-updates 200", "flags", mode="flags",
+    local="docs/compile.md's measurement, 40 minutes of inductor compiles: its flags; the stage runs in tests/test_gpu_speed.py")
 reg("fairseq-train --user-dir", "flags", mode="flags", local="a flag named in the text")
 reg("fusion-compare --budget-from-curve CAP --budget-tolerance 0.3", "flags", mode="flags", local="flags named in the text")
 reg("fusion-compare --jobs N", "flags", mode="flags", local="a flag named in the text")

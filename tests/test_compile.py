@@ -173,43 +173,32 @@ def test_unknown_backend_is_refused_in_one_line(multi30k_slice, tmp_path):
     assert "inductor" in last and "Traceback" not in proc.stderr
 
 
-def test_inductor_with_eager_random_trains_as_eager(multi30k_slice, tmp_path):
+def test_inductor_with_eager_random_trains_as_eager_and_resumes(multi30k_slice, tmp_path):
     """inductor's generated kernels with ``--fusion-compile-random eager`` (dropout 0.1 on: torch's eager random
     draws): the eager run's logged losses and, after 3 updates, its parameters up to float32 rounding (measured: at
-    most 1.7e-6 apart; a mask drawn differently would move a loss in its second digit)."""
+    most 1.7e-6 apart; a mask drawn differently would move a loss in its second digit); a compiled run resumed from
+    its update-2 checkpoint logs the same loss for update 3 and ends within rounding of it. The default random mode,
+    inductor's own masks, is measured in docs/compile.md (other losses than eager's from the first update; the same
+    parameters, bit for bit, after a resume in a new process)."""
     eager_losses, eager = train(multi30k_slice, str(tmp_path / "eager"), "fusion_transformer")
     reset_compiler()
-    losses, compiled = train(multi30k_slice, str(tmp_path / "inductor"), "fusion_transformer", "--fusion-compile",
-                             "--fusion-compile-random", "eager")
+    full = str(tmp_path / "inductor")
+    flags = ("--fusion-compile", "--fusion-compile-random", "eager")
+    losses, compiled = train(multi30k_slice, full, "fusion_transformer", *flags, "--save-interval-updates", "1")
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])  # no recompile
     assert [abs(float(a) - float(b)) <= 0.0011 for a, b in zip(eager_losses, losses)] == [True] * 3, \
         (eager_losses, losses)  # logged with 3 decimals
     assert list(eager) == list(compiled)
     worst = max((eager[k] - compiled[k]).abs().max().item() for k in eager)
     assert worst <= 2e-5, f"parameters differ by up to {worst:.3g}"
-    reset_compiler()
-
-
-def test_inductor_fused_random_resumes_the_same_random_draws(multi30k_slice, tmp_path):
-    """The default, inductor's own random numbers: not eager's masks (the first update's loss differs from the eager
-    run's), but drawn from fairseq's per-update seed, so a run resumed from its checkpoint of update 2 logs the
-    uninterrupted run's loss for update 3 and ends on its parameters up to float32 rounding (measured: bit-equal in
-    separate processes; here, the two compiled in one process, the shared embedding 3e-8 apart)."""
-    eager_losses, _ = train(multi30k_slice, str(tmp_path / "eager"), "fusion_transformer", updates=1)
-    reset_compiler()
-    full = str(tmp_path / "full")
-    losses, state = train(multi30k_slice, full, "fusion_transformer", "--fusion-compile", "--save-interval-updates", "1")
-    assert abs(float(losses[0]) - float(eager_losses[0])) > 0.01, (losses, eager_losses)
-    reset_compiler()
+    reset_compiler()  # compiled afresh, as in the new process a resume is (torch's compile cache makes it quick)
     resumed = str(tmp_path / "resumed")
     os.makedirs(resumed)
-    resumed_losses, resumed_state = train(multi30k_slice, resumed, "fusion_transformer", "--fusion-compile",
-                                          "--restore-file", os.path.join(full, "checkpoint_1_2.pt"), updates=3,
-                                          resumed_at=2)
+    resumed_losses, state = train(multi30k_slice, resumed, "fusion_transformer", *flags, "--restore-file",
+                                  os.path.join(full, "checkpoint_1_2.pt"), updates=3, resumed_at=2)
     assert resumed_losses == losses[2:]
-    assert list(state) == list(resumed_state)
-    worst = max((state[k] - resumed_state[k]).abs().max().item() for k in state)
-    assert worst <= 1e-6, f"parameters differ by up to {worst:.3g}"
+    worst = max((state[k] - compiled[k]).abs().max().item() for k in state)
+    assert worst <= 1e-6, f"the resumed run ends {worst:.3g} from the uninterrupted one"
     reset_compiler()
 
 
