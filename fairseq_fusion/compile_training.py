@@ -57,12 +57,17 @@ def backend(args):
         return None
     if value is True or value in ("true", "on"):
         value = DEFAULT_BACKEND
-    import torch
-
-    known = torch._dynamo.list_backends(exclude_tags=())
+    known = known_backends()
     if value not in known:
         raise FusionError(f"{OPTION} {value!r}: expected a torch.compile backend, one of {', '.join(sorted(known))}")
     return value
+
+
+def known_backends():
+    """The names ``torch.compile(backend=...)`` takes here."""
+    import torch
+
+    return torch._dynamo.list_backends(exclude_tags=())
 
 
 def random_mode(args):

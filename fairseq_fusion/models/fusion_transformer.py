@@ -80,7 +80,7 @@ class FusionTransformerModel(TransformerModel):
         run = self.eager_forward
         backend = getattr(self, "compile_backend", None)
         if backend is not None and self.training and not compile_training.is_compiling():
-            random = getattr(self, "compile_random", "fused")
+            random = getattr(self, "compile_random", compile_training.RANDOM_CHOICES[0])
             run = functools.partial(compile_training.compiled(type(self).eager_forward, backend, random), self)
             for hook in self.encoder.eager_input_hooks:  # what sizes tensors from data, computed outside the graph
                 extra_encoder_inputs = {**extra_encoder_inputs, **hook(src_tokens, extra_encoder_inputs)}

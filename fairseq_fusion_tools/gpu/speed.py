@@ -45,6 +45,8 @@ BEAMS = (4, 10)
 
 
 def get_parser():
+    from fairseq_fusion import compile_training
+
     p = argparse.ArgumentParser(prog="fusion-gpu-speed", description=__doc__.split("\n")[0])
     p.add_argument("--stages", default=",".join(DEFAULT_STAGES), help="Comma-separated stages out of "
                    f"{', '.join(STAGES)} (default: %(default)s).")
@@ -69,8 +71,9 @@ def get_parser():
                    "left out of its words/s and ms per step (default: %(default)s).")
     p.add_argument("--compile-backend", default=None, help="Compile stage: torch.compile's backend (default: inductor "
                    "on CUDA, eager in the smoke mode).")
-    p.add_argument("--compile-random", choices=("fused", "eager"), default="fused", help="Compile stage: "
-                   "--fusion-compile-random of the compiled runs (default: %(default)s).")
+    p.add_argument("--compile-random", choices=compile_training.RANDOM_CHOICES,
+                   default=compile_training.RANDOM_CHOICES[0],
+                   help="Compile stage: --fusion-compile-random of the compiled runs (default: %(default)s).")
     p.add_argument("--decode-sentences", type=int, default=256, help="Test sentences decoded (default: %(default)s).")
     p.add_argument("--decode-length", type=int, default=30, help="Forced output length (default: %(default)s).")
     p.add_argument("--budget-minutes", type=float, default=9.5,
@@ -101,12 +104,13 @@ def check_args(args):
     if args.compile_updates <= args.compile_warmup_steps:
         fail(f"--compile-updates {args.compile_updates}: expected more than --compile-warmup-steps "
              f"({args.compile_warmup_steps}), the updates left out of the timing")
+    from fairseq_fusion import compile_training
     from .check import select_archs
-    import torch
 
-    if args.compile_backend is not None and args.compile_backend not in torch._dynamo.list_backends(exclude_tags=()):
+    known = compile_training.known_backends()
+    if args.compile_backend is not None and args.compile_backend not in known:
         fail(f"--compile-backend {args.compile_backend}: expected a torch.compile backend, one of "
-             f"{', '.join(sorted(torch._dynamo.list_backends(exclude_tags=())))}")
+             f"{', '.join(sorted(known))}")
     select_archs(args.compile_archs, "--compile-archs", also=("transformer",))
     archs = select_archs(args.archs)
     return stages, dtypes, max_tokens, [a for a in archs if a != "transformer"]
