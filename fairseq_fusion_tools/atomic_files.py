@@ -4,17 +4,15 @@ Every writer goes through ``replacing(path)``: the content goes to a temporary f
 folder, which replaces ``path`` (``os.replace``, atomic) only once it is complete; on an error
 or Ctrl-C the old file stays as it was and the temporary one is removed; the content is flushed to disk
 (``fsync``) before the rename, so a crash leaves the old file or the new one, never an empty one.
-``claim(lock_path)`` takes a kernel lock on ``lock_path`` (``filelock``) until the process exits; a second
-command that finds it held is refused with one line; a process that dies in any way frees it. The lock file is
-removed when the lock is released (at exit, after a failure too), while still held, so a command that opened it
-meanwhile finds its file gone and takes the new one (filelock checks that the file it locked still has a name); only
-a process killed without exit handlers (SIGKILL, out of memory) leaves the empty file, which the next command takes.
+``claim(lock_path)`` takes a kernel lock on ``lock_path`` (``fairseq_fusion/file_locks.py``) until the process exits; a
+second command that finds it held is refused with one line; a process that dies in any way frees it. The lock file
+stays when the lock is freed, empty and free, as every lock file of ``file_locks.py`` does (removing it would let two
+commands hold the lock at once).
 """
 import atexit
 import json
 import os
 import tempfile
-import time
 from contextlib import contextmanager
 
 from fairseq_fusion_tools.user_files import fail
@@ -90,69 +88,37 @@ def save_figure(fig, path, **savefig_kwargs):
 
 
 # ------------------------------------------------------------------------------------------ locks
-_HELD = {}
-
-
-def _identity(path):
-    st = os.stat(path)
-    return st.st_dev, st.st_ino
+_CLAIMED = set()  # absolute lock paths this process claimed (fairseq_fusion/file_locks.py holds the locks)
 
 
 def release(lock_path):
-    """Free a lock this process holds (``claim`` has it done at exit), removing its file first if it is still the
-    file this process locked."""
-    held = _HELD.pop(os.path.abspath(lock_path), None)
-    if held is None:
+    """Free a lock this process claimed (``claim`` has it done at exit); its file stays, empty and free."""
+    lock_path = os.path.abspath(lock_path)
+    if lock_path not in _CLAIMED:
         return
-    lock, identity, made = held
-    try:
-        if _identity(lock.lock_file) == identity:
-            os.unlink(lock.lock_file)
-    except OSError:  # already gone, or not removable here: it stays, empty and free
-        pass
-    lock.release()
-    for folder in made:  # the folders claim made for the lock, deepest first, where nothing was written in them
-        try:
-            os.rmdir(folder)
-        except OSError:
-            break
+    from fairseq_fusion import file_locks  # here, as in claim: the plugin package imports torch, writers need none
+
+    _CLAIMED.remove(lock_path)
+    file_locks.free(lock_path)
 
 
 def release_all():
-    """Free every lock this process holds: a command run in-process (its ``main`` called from Python) has ended."""
-    for lock_path in list(_HELD):
+    """Free every lock this process claimed: a command run in-process (its ``main`` called from Python) has ended."""
+    for lock_path in list(_CLAIMED):
         release(lock_path)
 
 
 def claim(lock_path, what):
-    """Hold ``lock_path`` until the process exits: a lock taken with the kernel (``filelock``), so it is free again
-    when its process ends in any way, SIGKILL and out-of-memory kills included. ``release`` removes the (empty) lock
-    file, and the folders made for it where the command wrote nothing (a failure); only a process killed without exit
-    handlers leaves them.
+    """Hold ``lock_path`` until the process exits: a kernel lock (``fairseq_fusion/file_locks.py``), so it is free
+    again when its process ends in any way, SIGKILL and out-of-memory kills included; its (empty) file stays.
 
     ``what`` names the output for the refusal, e.g. ``--out results/x``."""
-    import logging
+    from fairseq_fusion import file_locks
 
-    from filelock import FileLock, Timeout
-
-    logging.getLogger("filelock").setLevel(logging.WARNING)  # its per-lock notes (fairseq sets the root to DEBUG)
     lock_path = os.path.abspath(lock_path)
-    if lock_path in _HELD:
-        return
-    made, folder = [], os.path.dirname(lock_path)
-    while not os.path.exists(folder):
-        made.append(folder)
-        folder = os.path.dirname(folder)
-    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
-    lock = FileLock(lock_path)
-    for attempt in range(3):  # a holder that removes its file as this one opens it: the next attempt takes the new one
-        try:
-            lock.acquire(timeout=0)
-            break
-        except Timeout:
-            time.sleep(0.05)
-    else:
+    if not file_locks.take(lock_path):
         fail(f"{what} is in use by another command (lock file {lock_path}): wait until it has finished, or write "
              "elsewhere")
-    _HELD[lock_path] = (lock, _identity(lock_path), made)
-    atexit.register(release, lock_path)
+    if lock_path not in _CLAIMED:
+        _CLAIMED.add(lock_path)
+        atexit.register(release, lock_path)

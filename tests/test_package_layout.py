@@ -135,7 +135,7 @@ def test_the_plugin_root_holds_only_the_core():
     assert {"compat", "guards"} <= entries
     assert entries - {"compat", "guards"} == {
         "__init__.py", "errors.py", "seams.py", "fusion_options.py", "host_sync.py", "compile_training.py",
-        "models", "modules", "tasks", "criterions", "encoders"}
+        "file_locks.py", "models", "modules", "tasks", "criterions", "encoders"}
 
 
 def test_the_plugin_never_reaches_its_tools_through_sys_modules():

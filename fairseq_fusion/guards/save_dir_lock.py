@@ -3,16 +3,17 @@
 Two fairseq-train runs into one folder (fairseq's default ``checkpoints``, for one) overwrite each other's
 ``checkpoint_last.pt`` and ``checkpoint_best.pt``, or one dies in fairseq's checkpoint cleanup with a
 ``FileNotFoundError`` traceback. A training holds a lock on its save folder from before it writes anything (before
-fairseq's ``verify_checkpoint_directory``) until it ends: a kernel lock (``filelock``, ``flock``) on
+fairseq's ``verify_checkpoint_directory``) until it ends: a kernel lock (``file_locks.py``: ``filelock``, ``flock``) on
 ``SAVE_DIR/training.lock``, which the kernel frees when the process ends in any way, SIGKILL and out-of-memory kills
 included, so a killed training never leaves a folder locked. ``SAVE_DIR/training.lock.json`` says who holds it (pid,
 host, start time, command), for the refusal of a second training, which is one line naming the holder, before it has
 touched anything of the folder.
 
-The lock file stays in the folder when the training ends (empty; an unlocked file is free): removing it would let a
-training that opened it just before lock an unlinked file while the next one locks a new file of the same name (two
-holders). The sidecar is removed when the training ends (``main`` returns, or at exit); a killed training's stays
-until the next one overwrites it, and is read only while the lock is held.
+The lock file stays in the folder when the training ends (empty; an unlocked file is free), as every lock file of
+``file_locks.py`` does: removing it would let a training that opened it just before lock an unlinked file while the
+next one locks a new file of the same name (two holders). The sidecar is removed when the training ends (``main``
+returns, or at exit); a killed training's stays until the next one overwrites it, and is read only while the lock is
+held.
 
 Where: in ``fairseq_cli.train.main``, which fairseq-train and fairseq-hydra-train run (and the tools that start them:
 fusion-compare, fusion-gpu-check's DDP runs), at its call of ``add_defaults(cfg)``: right after it has loaded the
@@ -31,11 +32,12 @@ import re
 import socket
 import sys
 
+from .. import file_locks
 from ..errors import PREFIX, FusionError
 
 LOCK_NAME = "training.lock"
 HOLDER_NAME = LOCK_NAME + ".json"
-_HELD = {}  # absolute lock path -> FileLock held by this process
+_HELD = set()  # absolute lock paths of the save folders this process holds (file_locks holds the locks)
 _HELD_AT_EXIT = []
 
 
@@ -83,9 +85,6 @@ def _write_holder(save_dir):
 def acquire(save_dir):
     """Lock ``save_dir`` for this process (creating the folder), or refuse in one line naming the holder."""
     import errno
-    import logging
-
-    from filelock import FileLock, Timeout
 
     from .command_paths import check_output_folder
 
@@ -93,22 +92,19 @@ def acquire(save_dir):
     if path in _HELD:
         return
     check_output_folder(save_dir, "--save-dir")
-    logging.getLogger("filelock").setLevel(logging.WARNING)  # its per-lock notes (fairseq sets the root to DEBUG)
-    lock = FileLock(path)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        lock.acquire(timeout=0)
-        _write_holder(save_dir)
-    except Timeout:
-        raise FusionError(refusal(save_dir)) from None
+        taken = file_locks.take(path)
+        if taken:
+            _write_holder(save_dir)
     except OSError as e:
         if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
-        if lock.is_locked:
-            lock.release()
+        file_locks.free(path)  # taken, but the sidecar could not be written
         raise FusionError(f"--save-dir {save_dir}: cannot write in it ({e.strerror}); expected a folder this user can "
                           "write in") from None
-    _HELD[path] = lock
+    if not taken:
+        raise FusionError(refusal(save_dir))
+    _HELD.add(path)
     if not _HELD_AT_EXIT:
         atexit.register(release_all)  # the process ends without main returning (fairseq-hydra-train, a spawned rank)
         _HELD_AT_EXIT.append(True)
@@ -116,30 +112,21 @@ def acquire(save_dir):
 
 def _release(path):
     """Free a lock this process holds on ``path`` (an absolute lock path), its sidecar removed first."""
-    lock = _HELD.pop(path, None)
-    if lock is None:
+    if path not in _HELD:
         return
+    _HELD.remove(path)
     try:
         os.remove(os.path.join(os.path.dirname(path), HOLDER_NAME))
     except OSError:
         pass
-    lock.release()
+    file_locks.free(path)  # its file stays in the folder (file_locks.py)
 
 
 def check_free(save_dir):
     """Refuse in one line when a training holds ``save_dir``: for a tool that starts fairseq-train into it, before it
     writes there itself (fusion-compare's command.json and train.log)."""
-    from filelock import FileLock, Timeout
-
-    path = lock_path(save_dir)
-    if path in _HELD or not os.path.exists(path):
-        return
-    lock = FileLock(path)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise FusionError(refusal(save_dir)) from None
-    lock.release()
+    if file_locks.held_elsewhere(lock_path(save_dir)):
+        raise FusionError(refusal(save_dir))
 
 
 def release(save_dir):
