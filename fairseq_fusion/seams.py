@@ -1,10 +1,12 @@
 """The seams of ``fusion_transformer`` as types: what a technique implements to plug in.
 
 ARCHITECTURE.md ("The seams") says where each is called; ``fusion_options.SEAMS`` names what a technique
-claims. With no technique installed every seam is the identity of fairseq's transformer.
+claims. With no technique installed every seam is the identity of fairseq's transformer. The core's attributes and
+calls that hold a technique's object are annotated with these Protocols (structural: a technique subclasses none);
+each Protocol's signature is how the core calls it (``tests/test_seams.py`` checks the techniques against it).
 """
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Protocol, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Tuple, runtime_checkable
 
 from torch import Tensor, nn
 
@@ -54,6 +56,7 @@ class LayerContext:
     attn: Optional[Tensor] = None  # written by the encoder-attention block: the weights the layer returns
 
 
+@runtime_checkable
 class SubLayer(Protocol):
     """(d) a sub-layer a technique adds to a layer's plan (``layer.extra_sublayers[name]``).
 
@@ -63,16 +66,25 @@ class SubLayer(Protocol):
     def __call__(self, x: Tensor, st: LayerContext) -> Tensor: ...
 
 
+@runtime_checkable
 class LayerStateAttention(Protocol):
     """(a) an attention module replacing ``self_attn`` / ``encoder_attn`` (a fairseq ``MultiheadAttention``
-    subclass) that is called with the layer call's ``LayerContext`` as well, ``st=st``."""
+    subclass) that is called with the layer call's ``LayerContext`` as well, ``st=st``.
+
+    The layer's blocks pass every argument by keyword: ``key_padding_mask`` and ``need_weights`` always, the
+    self-attention blocks ``attn_mask`` (the decoder's also ``incremental_state``), the encoder-attention block
+    ``incremental_state``, ``static_kv`` and ``need_head_weights``."""
 
     wants_layer_state: bool
 
     def __call__(self, query: Tensor, key: Optional[Tensor], value: Optional[Tensor], *,
-                 st: LayerContext, **kwargs: Any) -> Tuple[Tensor, Optional[Tensor]]: ...
+                 key_padding_mask: Optional[Tensor] = None,
+                 incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+                 need_weights: bool = True, static_kv: bool = False, attn_mask: Optional[Tensor] = None,
+                 need_head_weights: bool = False, st: LayerContext) -> Tuple[Tensor, Optional[Tensor]]: ...
 
 
+@runtime_checkable
 class LayerCombiner(Protocol):
     """(b) ``encoder.layer_combiner`` / ``decoder.layer_combiner``: what layer ``idx``'s output passes on to the
     next layer, and the stack's output."""
@@ -82,14 +94,18 @@ class LayerCombiner(Protocol):
     def stack_output(self, states: List[Tensor], ctx: StackContext) -> Tensor: ...
 
 
+@runtime_checkable
 class EncoderReader(Protocol):
     """(c) ``decoder.encoder_reader``: what decoder layer ``idx`` attends, and its padding mask."""
 
     def encoder_memory(self, idx: int, encoder_out: Optional[Dict[str, List[Tensor]]],
-                       incremental_state) -> Tuple[Optional[Tensor], Optional[Tensor]]: ...
+                       incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]]
+                       ) -> Tuple[Optional[Tensor], Optional[Tensor]]: ...
 
 
+@runtime_checkable
 class OutputFusion(Protocol):
-    """(e) ``decoder.output_fusion``: the model's output distribution."""
+    """(e) ``decoder.output_fusion``: the model's output distribution from the decoder's ``(features or logits,
+    extra)``, log-probabilities or probabilities."""
 
-    def get_normalized_probs(self, net_output, log_probs: bool) -> Tensor: ...
+    def get_normalized_probs(self, net_output: Tuple[Tensor, Optional[Dict[str, Any]]], log_probs: bool) -> Tensor: ...

@@ -19,7 +19,7 @@ Differences from ``TransformerDecoderBase`` (none changes the numbers with optio
 - over the full sequence (training) the self-attention padding mask is passed always (branch-free for
   ``--fusion-compile``; all-False masks nothing); under torch.compile the future mask is built per call.
 """
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from fairseq.models.transformer import TransformerDecoderBase
@@ -27,7 +27,7 @@ from torch import Tensor
 
 from .fusion_layers import FusionDecoderLayer, enumerate_layers
 from .layer_stack import LayerStackMixin
-from ..seams import StackContext
+from ..seams import EncoderReader, LayerCombiner, OutputFusion, StackContext
 
 
 class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
@@ -37,9 +37,9 @@ class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
             cfg, dictionary, embed_tokens,
             no_encoder_attn=no_encoder_attn, output_projection=output_projection,
         )
-        self.output_fusion = None
-        self.encoder_reader = None
-        self.layer_combiner = None
+        self.output_fusion: Optional[OutputFusion] = None  # seam (e)
+        self.encoder_reader: Optional[EncoderReader] = None  # seam (c)
+        self.layer_combiner: Optional[LayerCombiner] = None  # seam (b)
         # callables ``(features B x T x C, extra, ctx) -> None``, each adding its keys to ``extra`` in place
         # (bound methods or partials of a technique, owned elsewhere: a plain list, so no state-dict keys)
         self.extra_output_hooks: List[Callable[[Tensor, Dict[str, Any], StackContext], None]] = []
@@ -57,7 +57,12 @@ class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
         return torch.triu(torch.full((dim, dim), float("-inf"), device=tensor.device), 1).to(tensor)
 
     # seam (c): what decoder layer idx reads of the encoder
-    def encoder_memory(self, idx: int, encoder_out, incremental_state):
+    def encoder_memory(
+        self,
+        idx: int,
+        encoder_out: Optional[Dict[str, List[Tensor]]],
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]],
+    ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
         if self.encoder_reader is not None:
             return self.encoder_reader.encoder_memory(idx, encoder_out, incremental_state)
         enc = padding_mask = None

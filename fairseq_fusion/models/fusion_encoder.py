@@ -27,7 +27,7 @@ from torch import Tensor
 from .. import host_sync
 from .fusion_layers import FusionEncoderLayer, enumerate_layers
 from .layer_stack import LayerStackMixin
-from ..seams import StackContext
+from ..seams import LayerCombiner, StackContext
 
 # batch dimension of each entry of the encoder output (all entries are lists of tensors)
 ENCODER_OUT_BATCH_DIMS = {
@@ -75,7 +75,7 @@ class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
         self._layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens)
         self.extra_out_batch_dims: Dict[str, int] = {}
-        self.layer_combiner = None
+        self.layer_combiner: Optional[LayerCombiner] = None  # seam (b)
         # set by a technique whose decoder reads encoder_states: then they are exported (and
         # reordered by beam search) in generation too; otherwise only with return_all_hiddens
         self.states_for_decoder = False

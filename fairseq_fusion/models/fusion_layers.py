@@ -19,15 +19,16 @@ editing this file):
 - ``st.ctx`` (``seams.StackContext``): the stack's embeddings and the outputs of all lower layers.
 With nothing changed, ``forward`` computes exactly what fairseq's layer computes.
 """
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import torch
+from fairseq.modules import MultiheadAttention
 from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,
 )
 from torch import Tensor, nn
-from ..seams import LayerContext, StackContext
+from ..seams import LayerContext, LayerStateAttention, StackContext, SubLayer
 
 
 def enumerate_layers(layers):
@@ -46,6 +47,10 @@ class SubLayerPlanMixin:
     method ``(x, st) -> x`` that runs it; names not in it run ``self.extra_sublayers[name]``."""
 
     blocks: Dict[str, Callable[[Tensor, LayerContext], Tensor]]
+    # seam (d): None, or an nn.ModuleDict of the sub-layers techniques add (typed by what it holds)
+    extra_sublayers: Optional[Dict[str, SubLayer]]
+    # seam (a): fairseq's attention or a technique's that wants ``st``; None where a technique removed it (decoder)
+    self_attn: Optional[Union[MultiheadAttention, LayerStateAttention]]
 
     def set_plan(self, plan):
         extra = getattr(self, "extra_sublayers", None) or {}
@@ -63,7 +68,8 @@ class SubLayerPlanMixin:
             x = block(x, st) if block is not None else self.extra_sublayers[name](x, st)
         return x
 
-    def attention_kwargs(self, attn, st: LayerContext):
+    def attention_kwargs(self, attn: Union[MultiheadAttention, LayerStateAttention],
+                         st: LayerContext) -> Dict[str, Any]:
         return {"st": st} if getattr(attn, "wants_layer_state", False) else {}
 
     def add_norm(self, x, residual, layer_norm):
@@ -126,6 +132,8 @@ class FusionEncoderLayer(SubLayerPlanMixin, TransformerEncoderLayerBase):
 
 class FusionDecoderLayer(SubLayerPlanMixin, TransformerDecoderLayerBase):
     """fairseq's decoder layer with plan ``("self_attn", "encoder_attn", "ffn")``."""
+
+    encoder_attn: Optional[Union[MultiheadAttention, LayerStateAttention]]  # seam (a); None without cross-attention
 
     def __init__(self, cfg, no_encoder_attn=False, layer_idx=0):
         super().__init__(cfg, no_encoder_attn)

@@ -10,6 +10,7 @@ distribution in ``get_normalized_probs`` (deferring to ``decoder.output_fusion``
 """
 import functools
 import os
+from typing import Optional
 
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
@@ -18,6 +19,7 @@ from .. import compile_training, fusion_options, modules  # noqa: F401  (modules
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
 from . import torchscript
+from ..seams import OutputFusion
 
 
 @register_model("fusion_transformer")
@@ -113,7 +115,7 @@ class FusionTransformerModel(TransformerModel):
         )
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
-        fusion = self.decoder.output_fusion
+        fusion: Optional[OutputFusion] = self.decoder.output_fusion  # seam (e)
         if fusion is None:
             return super().get_normalized_probs(net_output, log_probs, sample)
         return fusion.get_normalized_probs(net_output, log_probs)

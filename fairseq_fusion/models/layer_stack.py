@@ -4,16 +4,18 @@
 the class sets ``self._layers_built = 0`` before fairseq's ``__init__`` builds the layers and
 ``self.layer_combiner = None`` after it.
 """
-from typing import List
+from typing import List, Optional
 
 from fairseq.distributed import fsdp_wrap
 from torch import Tensor
 
 from .layer_checkpoint import checkpoint_layer
-from ..seams import StackContext
+from ..seams import LayerCombiner, StackContext
 
 
 class LayerStackMixin:
+    layer_combiner: Optional[LayerCombiner]  # seam (b): set by a technique's attach, None keeps the plain stack
+
     def build_fusion_layer(self, layer_class, cfg, *args):
         """``layer_class(cfg, *args, layer_idx=...)`` with fairseq's activation checkpointing
         (ours, ``layer_checkpoint``) and FSDP wrapping, as fairseq's ``build_*_layer``."""

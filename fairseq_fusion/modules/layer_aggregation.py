@@ -2,9 +2,10 @@
 Translation", §3.1.1, Fig. 1-2, Tables 3-4).
 
 Installed through seam (b) (``encoder.layer_combiner`` / ``decoder.layer_combiner``) of the
-stacks chosen by ``--layer-aggregation-in``. H^l is layer l's output (l = 1..L); the
-embedding layer's output H^0 is not aggregated (the equations start at l = 1), except by the
-``every-layer`` linear combination below (Table 1's count needs it).
+stacks chosen by ``--layer-aggregation-in`` (each combiner class below is a ``seams.LayerCombiner``).
+H^l is layer l's output (l = 1..L); the embedding layer's output H^0 is not aggregated (the
+equations start at l = 1), except by the ``every-layer`` linear combination below (Table 1's
+count needs it).
 
 - ``dense`` (Eq. 4): H^l = Layer(H^{l-1}) + sum_{i=1}^{l-1} H^i; no parameters. The sum is
   what the next layer reads and what the stack returns (Eq. 4 defines H^l that way).
@@ -51,7 +52,7 @@ from torch import Tensor, nn
 from .. import fusion_options
 from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
-from ..seams import LayerContext
+from ..seams import LayerCombiner, LayerContext
 
 KINDS = ("none", "dense", "linear", "iterative", "hierarchical")
 # the options that build AGG (Eq. 7) and so read --aggregation-function/--aggregation-residual
@@ -156,9 +157,9 @@ def linear_weights(num_inputs: int, dim: int) -> nn.ModuleList:
 
 
 class LayerInputCombination(nn.Module):
-    """``--linear-combination-at every-layer``: the first sub-layer (seam d) of layer l (1-based)
-    replaces its input by x^l = sum_{k=0}^{l-1} W^l_k H^k over the raw outputs of the embedding
-    layer and the lower layers (``ctx.states``; the layer's own input is H^{l-1})."""
+    """``--linear-combination-at every-layer``: the first sub-layer (seam d, a ``seams.SubLayer``) of layer l
+    (1-based) replaces its input by x^l = sum_{k=0}^{l-1} W^l_k H^k over the raw outputs of the
+    embedding layer and the lower layers (``ctx.states``; the layer's own input is H^{l-1})."""
 
     def __init__(self, layer_idx: int, dim: int):
         super().__init__()
@@ -282,7 +283,7 @@ class HierarchicalAggregation(nn.Module):
         return list(self.aggs)
 
 
-def build_combiner(kind: str, num_layers: int, dim: int, ffn_dim: int, args, num_heads: int):
+def build_combiner(kind: str, num_layers: int, dim: int, ffn_dim: int, args, num_heads: int) -> LayerCombiner:
     def make_agg(n, **kwargs):
         return Aggregation(n, dim, ffn_dim, function=args.aggregation_function,
                            residual=args.aggregation_residual, dropout=args.dropout,

@@ -61,7 +61,8 @@ TOP_STATES = ("output", "last-layer")
 
 
 class LayerAttention(nn.Module):
-    """Seam (c) reader: decoder layer m attends S^m, a softmax-weighted sum of encoder layers."""
+    """Seam (c) reader (a ``seams.EncoderReader``): decoder layer m attends S^m, a softmax-weighted sum of
+    encoder layers."""
 
     def __init__(self, num_decoder_layers, num_encoder_layers, embed_dim, granularity="fine",
                  dropconnect=0.3, top_only=False, mask=None,

@@ -63,7 +63,8 @@ class ShortcutGate(nn.Module):
 class ShortcutMultiheadAttention(MultiheadAttention):
     """fairseq's MultiheadAttention whose keys/values are gated with a shortcut (Eq. 5-14).
 
-    Called by the fusion layers with ``st`` (the layer call's ``LayerContext``); E is read from ``st.ctx``.
+    A ``seams.LayerStateAttention`` (seam a): called by the fusion layers with ``st`` (the layer call's
+    ``LayerContext``); E is read from ``st.ctx``.
     ``embed``: "layer" or "tokens" (what E is); ``enc_dec``: E = E^enc (decoder-to-encoder
     attention); ``nonlexical``: layer n reads layer n-2 (§4.2); ``layer_idx``: 0-based.
     """

@@ -56,7 +56,8 @@ LOWER_CACHE = "lower_layers"  # incremental_state key of the lower layers' keys/
 
 
 class MultiLayerSelfAttention(MultiheadAttention):
-    """Self-attention of layer ``layer_idx`` (0-based) over the ``num_attended`` layers below (Eq. 8).
+    """Self-attention of layer ``layer_idx`` (0-based) over the ``num_attended`` layers below (Eq. 8); a
+    ``seams.LayerStateAttention`` (seam a).
 
     C^l_{-1} is fairseq's self-attention (this module's q/k/v/out projections); C^l_{-i},
     i >= 2, reads keys/values projected from layer l-i by its own ``lower_k_proj[i-2]`` /

@@ -129,7 +129,8 @@ class PhraseAttentiveCombination(nn.Module):
 
 
 class PhraseEncoderSublayer(nn.Module):
-    """Encoder layer k: R^k from the layer's input (Eq. 2-5), then attentive combination (Eq. 7-8)."""
+    """Encoder layer k: R^k from the layer's input (Eq. 2-5), then attentive combination (Eq. 7-8); a
+    ``seams.SubLayer`` (seam d)."""
 
     def __init__(self, cfg, segmenter: PhraseSegmenter, glance: str, attentive: bool, combiner: str = "residue"):
         super().__init__()
@@ -167,7 +168,8 @@ class PhraseEncoderOutput(nn.Module):
 
 
 class PhraseDecoderSublayer(nn.Module):
-    """Decoder "phrase_attn": attentive combination (Eq. 7-8) with R^j_d (Eq. 6, or the top R^d).
+    """Decoder "phrase_attn", a ``seams.SubLayer`` (seam d): attentive combination (Eq. 7-8) with R^j_d (Eq. 6,
+    or the top R^d).
 
     Eq. 6's weights w^j are initialized uniformly in +-sqrt(1 / (d + 1)) and, in training, get
     DropConnect (dropout on w^j before the softmax) with ``dropconnect``, as the authors' code

@@ -34,6 +34,7 @@ from .phrase_layers import (
 )
 from .phrase_segmentation import ROUNDINGS, PhraseSegmenter
 from ..errors import FusionError
+from ..seams import SubLayer
 
 SUBLAYER = "phrase_attn"
 ON = ["phrase_representations"]
@@ -87,7 +88,7 @@ def insert_before(plan, name, anchor):
     return tuple(plan[:i]) + (name,) + tuple(plan[i:])
 
 
-def add_sublayer(layer, name, module, anchor):
+def add_sublayer(layer, name: str, module: SubLayer, anchor: str):
     if layer.extra_sublayers is None:
         layer.extra_sublayers = nn.ModuleDict()
     layer.extra_sublayers[name] = module

@@ -126,7 +126,7 @@ class SurfaceAttention(nn.Module):
 
 
 class SurfaceFusion(nn.Module):
-    """Surface attention (§4.1) + the fusion of Eq. 6 / Eq. 7 (seam e)."""
+    """Surface attention (§4.1) + the fusion of Eq. 6 / Eq. 7 (seam e, a ``seams.OutputFusion``)."""
 
     def __init__(self, query_dim, key_dim, value_dim, heads, mode="hard", lam=0.9, tau=None,
                  renormalize=False, attention_dropout=0.0, detach=False, embed_dropout=0.0,
