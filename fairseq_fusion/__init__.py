@@ -1,22 +1,24 @@
 """fairseq-fusion: five Transformer NMT papers as options of one fairseq model.
 
 Loaded by fairseq through ``--user-dir fairseq_fusion``; importing it registers the ``fusion_transformer`` model
-family, our criterions and tasks. The package is three layers (ARCHITECTURE.md):
+family, our criterions and tasks, and nothing else beyond what their models need to load and run. The package is
+three layers (ARCHITECTURE.md):
 
 - the core, here at the top: ``models/``, ``modules/`` (one technique a file), ``tasks/``, ``criterions/``,
   ``encoders/``, the technique registry (``fusion_options``), the seams, ``errors``;
 - ``compat/``: the fixes and start-up changes to fairseq, torch and Python (checkpoints under torch's
-  ``weights_only``, CPU DDP, cuDNN attention, fairseq 0.12 bugs that change what users measure, fairseq's notices);
+  ``weights_only``, CPU DDP, cuDNN attention, fairseq bugs that change what users measure, fairseq's notices);
 - ``guards/``: the checks that turn bad input into one line ``fairseq-fusion: error: ...`` and warn of a likely
   wrong output.
 
-Every change of ``compat/`` and ``guards/`` to fairseq, torch and Python is listed, with its reason, fairseq versions
-and test, in ``compat/global_changes.py``, and applied from that list here, nowhere else.
+Every change of ``compat/`` and ``guards/`` to fairseq, torch and Python is listed in ``global_changes.py`` with its
+scope: made at import, or only in a command-line run (``command_line.py``), which a program of one's own asks for
+with ``fairseq_fusion.command_line.configure()``.
 """
-from .compat import global_changes, stack
+from . import global_changes
+from .compat import stack
 
-# every change to fairseq, torch and Python, with its reason and test, is listed in compat/global_changes.py
-global_changes.apply("python")  # the one-line refusals and warnings; fairseq's notices filtered before it is imported
+global_changes.configure_if_command()  # a fairseq-* or fusion-* process: its command-line settings (command_line.py)
 
 # without torch or fairseq only the torch-free modules import (compat/stack.py): the tools' scorers run, the rest stops
 # with one line (fairseq_fusion_tools/cli/__init__.py)
@@ -25,11 +27,9 @@ if not stack.missing():
 
     torch_version.check_torch()  # torch >= the oldest tested, or one line saying so
 
-    global_changes.apply("fairseq")  # fixes of fairseq bugs, entry checks, input warnings, CPU DDP, cuDNN attention
-
     from . import criterions, models, modules, tasks  # noqa: F401
     from .encoders import prepared  # noqa: F401  (--bpe prepared)
 
-    global_changes.apply("registered")  # fairseq-train --arch ARCH --help lists the technique flags
+    global_changes.apply_at_import()  # the checkpoint allow-list, fairseq bug fixes, checks of the plugin's models
 
 __version__ = "0.1.0"

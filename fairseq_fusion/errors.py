@@ -1,16 +1,15 @@
 """Bad input reaches the user as one line, ``fairseq-fusion: error: ...``, never a traceback.
 
 The plugin's refusals raise ``FusionError`` (a ``ValueError``, so callers that catch those keep
-working). Importing the plugin installs a ``sys.excepthook`` that prints such an error as one line
-and exits 1, in fairseq-train, fairseq-generate, fairseq-interactive and every ``fusion-*`` command;
-fairseq-hydra-train prints it through hydra's compact error path (``FusionError`` is one of hydra's
-``CompactHydraException``s when hydra is installed). The hub raises it with the same message.
-Real bugs keep their traceback; ``FAIRSEQ_FUSION_TRACEBACK=1`` shows it for the plugin's errors too.
-Ctrl-C during ``fairseq-train`` says which checkpoint a re-run resumes from.
+working). In a command-line run (``command_line.py``) a ``sys.excepthook`` prints such an error as one
+line and exits 1 (``guards/command_output.py``); fairseq-hydra-train prints it through hydra's compact
+error path (``FusionError`` is one of hydra's ``CompactHydraException``s when hydra is installed). In a
+program of the user's own it is an exception as any library raises, its message one line. Real bugs keep
+their traceback; ``FAIRSEQ_FUSION_TRACEBACK=1`` shows it for the plugin's errors too.
 
 Input that is processed but whose output is likely wrong (``input_checks.py``, a language that disagrees with the
 checkpoint's or with ``-t``) is said with ``warn``: a Python warning of category ``FusionWarning``, which the
-commands print as one line ``fairseq-fusion: warning: ...`` on stderr, and which Python callers (the hub) record as
+command-line runs print as one line ``fairseq-fusion: warning: ...`` on stderr, and which Python callers (the hub) record as
 any other warning; one that the warning filters hide goes to the calling module's logger at WARNING instead, so
 ``PYTHONWARNINGS=ignore`` cannot silence it.
 """
@@ -69,57 +68,6 @@ def show_tracebacks():
     return os.environ.get(TRACEBACK_ENV, "").lower() not in ("", "0", "false", "no")
 
 
-# what a training run has saved last (set by the checkpoint hook in ``entry_checks``)
-LAST_SAVED = {}
-
-
-def _argv_option(name, default=None):
-    argv = sys.argv[1:]
-    for i, a in enumerate(argv):
-        if a == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(name + "="):
-            return a.split("=", 1)[1]
-    return default
-
-
-def _is_training():
-    prog = os.path.basename(sys.argv[0] if sys.argv else "")
-    return prog.startswith(("fairseq-train", "fairseq-hydra-train")) or prog in ("train.py", "hydra_train.py")
-
-
-def interrupted_message():
-    """What a re-run of an interrupted ``fairseq-train`` resumes from."""
-    save_dir = LAST_SAVED.get("save_dir") or _argv_option("--save-dir") or _argv_option("checkpoint.save_dir") \
-        or "checkpoints"
-    restore = _argv_option("--restore-file") or _argv_option("checkpoint.restore_file") or "checkpoint_last.pt"
-    last = restore if os.path.isabs(restore) else os.path.join(save_dir, restore)
-    if os.path.exists(last):
-        where = f"{last}"
-        if LAST_SAVED.get("path") and os.path.abspath(LAST_SAVED["path"]) == os.path.abspath(last):
-            where += f" (update {LAST_SAVED['num_updates']})"
-        return f"fairseq-fusion: interrupted; the same command resumes from {where}"
-    return f"fairseq-fusion: interrupted before the first checkpoint ({last} does not exist): the same command starts from scratch"
-
-
-def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
-    if issubclass(exc_type, FusionError) and not show_tracebacks():
-        print(str(exc), file=sys.stderr)
-        return
-    if issubclass(exc_type, BrokenPipeError):  # `fusion-archs | head`: the reader left, nothing to report
-        sys.stderr.close()
-        return
-    if issubclass(exc_type, KeyboardInterrupt) and _is_training():
-        print(file=sys.stderr)
-        print(interrupted_message(), file=sys.stderr)
-        # skip the interpreter's teardown: native threads still running there end it in std::terminate
-        # ("terminate called without an active exception") after this line
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
-    _previous(exc_type, exc, tb)
-
-
 def one_line_warnings(show):
     """A ``warnings.showwarning`` that prints a ``FusionWarning`` as one line, without the code location a user
     cannot act on, and passes every other warning to ``show``."""
@@ -131,20 +79,3 @@ def one_line_warnings(show):
 
     showwarning.one_line_warnings = True
     return showwarning
-
-
-def install():
-    install_excepthook()
-    install_warnings()
-
-
-def install_excepthook():
-    """Refusals (``FusionError``) as one line, Ctrl-C as one line (``global_changes.py``)."""
-    if sys.excepthook is not _excepthook:
-        sys.excepthook = _excepthook
-
-
-def install_warnings():
-    """``FusionWarning``s as one line (without the excepthook: a hook set over ours, the tools', chains to it)."""
-    if not getattr(warnings.showwarning, "one_line_warnings", False):
-        warnings.showwarning = one_line_warnings(warnings.showwarning)

@@ -1,5 +1,6 @@
-"""Run as ``python tests/import_changes_probe.py plugin|tools`` (a fresh interpreter): what importing the plugin
-(``fairseq_fusion``) or the tools' command package (``fairseq_fusion_tools.cli``) changes, found without its list.
+"""Run as ``python tests/import_changes_probe.py plugin|command|tools`` (a fresh interpreter): what importing the plugin
+(``fairseq_fusion``), then configuring a command-line run (``fairseq_fusion.command_line.configure()``), or importing
+the tools' command package (``fairseq_fusion_tools.cli``) changes, found without its list.
 
 Snapshots, before and after that import, every attribute of the fairseq, fairseq_cli and argparse modules imported
 (and of their classes), a few of torch's global settings, Python's hooks and the loggers' filters; prints JSON:
@@ -73,23 +74,33 @@ def differ(before, after):
 def main(what):
     for name in FAIRSEQ:
         importlib.import_module(name)
+    if what == "command":
+        importlib.import_module("fairseq_fusion")
     before = {**attributes(), **settings()}
-    importlib.import_module({"plugin": "fairseq_fusion", "tools": "fairseq_fusion_tools.cli"}[what])
+    said = None
+    if what == "command":
+        from fairseq_fusion import command_line
+
+        said = command_line.configure()
+    else:
+        importlib.import_module({"plugin": "fairseq_fusion", "tools": "fairseq_fusion_tools.cli"}[what])
     after = {**attributes(), **settings()}
     changed = sorted(name for name, value in after.items()
                      if (name in before and differ(before[name], value))
                      or (name not in before and name.startswith("logging.") and value))  # a new logger's filter
 
-    from fairseq_fusion.compat import global_changes
+    from fairseq_fusion import global_changes
 
     listed = {}
-    for change in global_changes.CHANGES if what == "plugin" else global_changes.TOOLS:
+    scopes = {"plugin": ("import", "fix", "plugin"), "command": ("command",)}.get(what)
+    changes = global_changes.TOOLS if scopes is None else [c for c in global_changes.CHANGES if c.scope in scopes]
+    for change in changes:
         for target in (change.target,) + change.also:
             if target in before:
                 listed[target] = target
             else:
                 listed[target] = spelling(*global_changes.owner_and_name(target))
-    print(json.dumps({"changed": changed, "listed": listed}))
+    print(json.dumps({"changed": changed, "listed": listed, "said": said}))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """torch's CPU threads beside other work (fairseq_fusion/compat/cpu_threads.py): a core that another process keeps busy
-takes one thread away; alone, or with OMP_NUM_THREADS set, torch's default stays. Processes: the thread count is
-chosen when a process imports the plugin, and the work beside it must be another process."""
+takes one thread away in a command-line run; alone, with a thread variable set, with FUSION_CPU_THREADS=off, or where
+torch's count was chosen, torch's count stays. Processes: the thread count is chosen when a process configures its
+command-line run, and the work beside it must be another process."""
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from fairseq_fusion.compat import cpu_threads
 
 CORES = len(os.sched_getaffinity(0))
 PROBE = ("import logging, torch; logging.basicConfig(level=logging.INFO); default = torch.get_num_threads(); "
-         "import fairseq_fusion; print(default, torch.get_num_threads())")
+         "import fairseq_fusion.command_line as c; c.configure(); print(default, torch.get_num_threads())")
 
 
 def threads_after_plugin_import(env):
@@ -23,7 +24,7 @@ def threads_after_plugin_import(env):
 
 
 def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "FUSION_CPU_THREADS")}
     return dict(env, **extra)
 
 
@@ -33,13 +34,23 @@ def test_a_busy_core_takes_one_thread_away():
     try:
         default, chosen, log = threads_after_plugin_import(clean_env())
         _, told, _ = threads_after_plugin_import(clean_env(OMP_NUM_THREADS=str(CORES)))
+        _, off, _ = threads_after_plugin_import(clean_env(FUSION_CPU_THREADS="off"))
     finally:
         burner.kill()
         burner.wait()
     assert default == CORES
     assert 1 <= chosen <= CORES - 1, log[-2000:]  # at least the burner's core is taken away (others may be busy too)
-    assert "torch uses" in log and "OMP_NUM_THREADS=N chooses" in log
-    assert told == CORES  # the user's OMP_NUM_THREADS is never overridden
+    said = [line for line in log.splitlines() if "torch uses" in line]
+    assert len(said) == 1 and said[0].startswith("WARNING") and "FUSION_CPU_THREADS=off keeps" in said[0]
+    assert told == CORES and off == CORES  # the user's OMP_NUM_THREADS and the switch are never overridden
+
+
+def test_a_count_the_program_chose_or_a_thread_variable_is_never_overridden():
+    cores = set(range(4))
+    assert cpu_threads.chosen_elsewhere(4, cores, {}) is None  # torch's default: the fitting may act
+    assert cpu_threads.chosen_elsewhere(3, cores, {}) == "torch's thread count 3 is not its default 4"
+    assert cpu_threads.chosen_elsewhere(4, cores, {"MKL_NUM_THREADS": "4"}) == "MKL_NUM_THREADS is set"
+    assert cpu_threads.chosen_elsewhere(4, cores, {"FUSION_CPU_THREADS": "off"}) == "FUSION_CPU_THREADS=off"
 
 
 def test_busy_cores_from_two_readings_of_proc_stat(tmp_path):

@@ -23,13 +23,34 @@ def cudnn_attention_restored():
     torch.backends.cuda.enable_cudnn_sdp(before)
 
 
-def test_plugin_import_turns_cudnn_attention_off():
-    """torch allows cuDNN attention by default; with the plugin loaded (conftest imports it, as --user-dir does)
-    scaled_dot_product_attention may not pick it."""
-    assert attention_backends.torch_default is True
-    assert torch.backends.cuda.cudnn_sdp_enabled() is False
-    # the other kernels stay allowed: torch falls back to flash or memory-efficient attention
-    assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+def test_a_command_line_run_turns_cudnn_attention_off():
+    """torch allows cuDNN attention by default; importing the plugin leaves it so, a command-line run turns it off
+    for the process (a fresh interpreter); the other kernels stay allowed: flash or memory-efficient attention."""
+    import subprocess
+    import sys
+
+    code = ("import torch; import fairseq_fusion; c = torch.backends.cuda; imported = c.cudnn_sdp_enabled(); "
+            "import fairseq_fusion.command_line as cl; cl.configure(); "
+            "print(imported, c.cudnn_sdp_enabled(), c.flash_sdp_enabled(), c.mem_efficient_sdp_enabled())")
+    env = {k: v for k, v in os.environ.items() if k != "FUSION_CUDNN_ATTENTION"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-4:] == ["True", "False", "True", "True"]
+
+
+def test_the_plugins_models_turn_cudnn_attention_off_around_their_forward(cudnn_attention_restored):
+    """Outside a command-line run: only while a plugin model runs on CUDA (a tensor that says so), then torch's own."""
+    from fairseq_fusion.models.attention_kernels import without_cudnn_attention
+
+    class OnCuda:
+        is_cuda = True
+
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    with without_cudnn_attention(OnCuda()):
+        assert not torch.backends.cuda.cudnn_sdp_enabled() and torch.backends.cuda.flash_sdp_enabled()
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    with without_cudnn_attention(torch.zeros(1)):  # a CPU tensor: nothing to change
+        assert torch.backends.cuda.cudnn_sdp_enabled()
 
 
 def test_environment_variable_keeps_torchs_default(cudnn_attention_restored):

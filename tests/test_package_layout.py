@@ -48,7 +48,29 @@ def imports(name, path, is_package, known):
                 module = node.module
             for alias in node.names:  # a submodule named in the list is imported itself
                 targets.add(f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module)
+    if name == "fairseq_fusion.global_changes":  # the list names what it applies by strings, imported when applied
+        targets.update(string_imports())
     return {t for t in targets if t in known}
+
+
+def string_imports():
+    """The plugin modules ``global_changes.py`` imports by name: each change's ``how`` and ``covers``."""
+    from fairseq_fusion import global_changes
+
+    found = set()
+    for change in global_changes.CHANGES:
+        for dotted in (change.how.split()[1] if " " in change.how else change.how, change.covers):
+            if dotted:
+                found.add("fairseq_fusion." + dotted.rsplit(".", 1)[0])
+    return found
+
+
+def test_the_layer_test_sees_the_string_imports_of_the_list():
+    known = modules()
+    seen = imports("fairseq_fusion.global_changes", *known["fairseq_fusion.global_changes"], known)
+    assert {"fairseq_fusion.guards.entry_checks", "fairseq_fusion.compat.fairseq_fixes",
+            "fairseq_fusion.guards.plugin_models"} <= seen
+    assert string_imports() <= set(known), sorted(string_imports() - set(known))
 
 
 def test_the_plugin_never_imports_its_tools():
@@ -98,29 +120,36 @@ def test_nothing_is_loaded_by_file_path():
             assert how not in text, f"{path}: {how}"
 
 
+WIRING = ("fairseq_fusion", "fairseq_fusion.global_changes", "fairseq_fusion.command_line")
+
+
 def layer(module):
-    """core, compat or guards: the plugin module's layer (its folder under ``fairseq_fusion/``)."""
+    """core, compat or guards: the plugin module's layer (its folder under ``fairseq_fusion/``); the wiring (the
+    package's ``__init__``, the list of changes and the command-line run) applies all three."""
+    if module in WIRING:
+        return "wiring"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in ("compat", "guards") else "core"
 
 
-MAY_IMPORT = {"core": {"core"}, "compat": {"core", "compat"}, "guards": {"core", "compat", "guards"}}
+MAY_IMPORT = {"core": {"core"}, "compat": {"core", "compat"}, "guards": {"core", "compat", "guards"},
+              "wiring": {"core", "compat", "guards", "wiring"}}
 
 
 def test_layer_of_a_module_is_its_folder():
     assert [layer(m) for m in ("fairseq_fusion.modules.lexical_shortcuts", "fairseq_fusion.compat.quiet",
-                               "fairseq_fusion.guards.entry_checks", "fairseq_fusion.errors")] == \
-        ["core", "compat", "guards", "core"]
+                               "fairseq_fusion.guards.entry_checks", "fairseq_fusion.errors",
+                               "fairseq_fusion.global_changes")] == ["core", "compat", "guards", "core", "wiring"]
 
 
 def test_the_plugin_layers_import_only_downward():
     """The technique code (models, modules, tasks, criterions, encoders, the registry) imports neither compat/ nor
-    guards/; compat/ does not import guards/. ``fairseq_fusion/__init__.py``, the wiring, is the one module that
-    imports every layer."""
+    guards/; compat/ does not import guards/. The wiring (``__init__.py``, ``global_changes.py``, whose string
+    imports count, and ``command_line.py``) is what imports every layer."""
     known = modules()
     wrong = []
     for name, (path, pkg) in known.items():
-        if not name.startswith("fairseq_fusion.") or name.startswith("fairseq_fusion_tools"):
+        if not name.startswith("fairseq_fusion") or name.startswith("fairseq_fusion_tools"):
             continue
         for target in imports(name, path, pkg, known):
             if target.startswith("fairseq_fusion.") and layer(target) not in MAY_IMPORT[layer(name)]:
@@ -134,7 +163,8 @@ def test_the_plugin_root_holds_only_the_core():
     entries = {e for e in os.listdir(root) if e != "__pycache__"}
     assert {"compat", "guards"} <= entries
     assert entries - {"compat", "guards"} == {
-        "__init__.py", "errors.py", "seams.py", "fusion_options.py", "host_sync.py", "compile_training.py",
+        "__init__.py", "global_changes.py", "command_line.py", "errors.py", "seams.py", "fusion_options.py",
+        "host_sync.py", "compile_training.py",
         "file_locks.py", "models", "modules", "tasks", "criterions", "encoders"}
 
 
@@ -164,7 +194,7 @@ def test_the_plugin_never_reaches_its_tools_through_sys_modules():
                          text=True, cwd=REPO, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     loaded = eval(out.stdout.strip().splitlines()[-1])
-    assert "fairseq_fusion.guards.entry_checks" in loaded  # the probe did load the plugin with its guards
+    assert "fairseq_fusion.guards.plugin_models" in loaded  # the probe did load the plugin with its guards
     assert not [m for m in loaded if m.startswith("fairseq_fusion_tools")]
 
 

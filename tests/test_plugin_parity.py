@@ -1,19 +1,22 @@
 """fairseq's ``transformer`` with the plugin loaded is fairseq's transformer: the same losses, parameters and
-translations as fairseq without the plugin, except where a change of ``fairseq_fusion/compat/global_changes.py`` is
-meant to change them. ``INTENDED`` names each such change and where its effect is tested; the run here uses options
-under which none of them acts.
+translations as fairseq without the plugin, except where a change of ``fairseq_fusion/global_changes.py`` is meant to
+change them. ``INTENDED`` names each such change and where its effect is tested; the run here uses options under which
+none of them acts. In a program of the user's own (not a command-line run), fairseq's transformer gives fairseq's
+results, refusals and warnings, the listed fixes of fairseq bugs aside (tests/fairseq_program_probe.py).
 
 Each side is a fresh ``fairseq-train`` / ``fairseq-generate`` process, one with ``--user-dir`` and one without: the
 plugin changes fairseq when it is imported, so no process that has imported it can show fairseq without it.
 """
 import json
 import os
+import subprocess
+import sys
 
 import torch
 
 from cli_runner import expect_success, run_process
 from conftest import REPO, SMALL_MODEL_ARGS
-from fairseq_fusion.compat import global_changes
+from fairseq_fusion import global_changes
 
 # change -> why the run below does not see it, and the test that shows what it changes
 INTENDED = {
@@ -32,6 +35,8 @@ INTENDED = {
     "fairseq.tasks.FairseqTask.inference_step": "an empty source's translation is left empty, where fairseq makes one "
     "up; the test set has no empty line (tests/test_input_warnings.py)",
     "fairseq.hub_utils.GeneratorHubInterface.generate": "the same for the hub; not used here",
+    "fairseq.models.distributed_fairseq_model.DistributedDataParallel": "only --ddp-backend pytorch_ddp on CPU "
+    "ranks, where fairseq ends in torch's refusal of device_ids (tests/test_distributed_resume.py)",
     "torch.serialization.get_safe_globals": "fairseq alone cannot load its own checkpoints under torch >= 2.6's "
     "weights_only; its side runs with torch's TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 (tests/test_compat.py)",
     "torch.set_num_threads": "fewer threads beside other work changes the CPU's float sums; not when OMP_NUM_THREADS "
@@ -107,3 +112,39 @@ def test_transformer_trains_and_translates_alike_with_and_without_the_plugin(mul
     assert not differing, f"parameters differ after 8 updates: {differing[:5]}"
     assert len(hyps) == 1000 and sum(bool(h) for h, _ in hyps.values()) > 900
     assert plugin_hyps == hyps
+
+
+def fairseq_transformer(data, save, seed, cwd):
+    """checkpoint_last.pt of fairseq's own transformer, trained without the plugin for 2 updates."""
+    run(["fairseq-train", data, "--arch", "transformer", *SMALL_MODEL_ARGS, "--share-all-embeddings", "--optimizer",
+         "adam", "--lr", "1e-3", "--max-tokens", "1500", "--max-update", "2", "--save-dir", save, "--cpu",
+         "--no-progress-bar", "--seed", str(seed), "--num-workers", "0", "--no-epoch-checkpoints"], False, cwd)
+    return os.path.join(save, "checkpoint_last.pt")
+
+
+def test_a_program_using_fairseqs_transformer_sees_fairseq_with_the_plugin_imported(multi30k_slice, tmp_path):
+    """A program of the user's own: build, hub, an ensemble of two checkpoints, --retain-dropout, layer pruning, a
+    resume through checkpoint_utils, and their refusals give what fairseq alone gives, results, exceptions and
+    warnings alike (tests/fairseq_program_probe.py, once with the plugin imported first, once without)."""
+    a = fairseq_transformer(multi30k_slice, str(tmp_path / "a"), 1, tmp_path)
+    b = fairseq_transformer(multi30k_slice, str(tmp_path / "b"), 2, tmp_path)
+    found = {}
+    for side in ("fairseq", "plugin"):
+        env = {"OMP_NUM_THREADS": "1", "PYTHONPATH": REPO}
+        if side == "fairseq":
+            env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # fairseq alone cannot load its checkpoints under torch 2.6+
+        proc = subprocess.run([sys.executable, os.path.join(REPO, "tests", "fairseq_program_probe.py"), side, a, b,
+                               multi30k_slice], capture_output=True, text=True, cwd=tmp_path,
+                              env=dict(os.environ, **env))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found[side] = json.loads(proc.stdout.splitlines()[-1])
+    fairseq, plugin = found["fairseq"], found["plugin"]
+    assert "result" in fairseq["hub"] and "result" in fairseq["ensemble"], fairseq  # the probe did run its cases
+    assert "raised" in fairseq["hub missing folder"] and "raised" in fairseq["resume missing"], fairseq
+    # the one case a listed fix changes: fairseq's AttributeError on --encoder-layers-to-keep
+    assert "TransformerModel.build_model" in next(c.target for c in global_changes.CHANGES if "layers-to-keep" in c.reason)
+    assert "'list' object has no attribute 'split'" in fairseq["build pruned"]["raised"]
+    assert plugin["build pruned"]["result"][0] < plugin["build"]["result"][0]  # built, one encoder layer fewer
+    differing = {case: (fairseq[case], plugin[case]) for case in fairseq
+                 if fairseq[case] != plugin[case] and case != "build pruned"}
+    assert not differing, json.dumps(differing, indent=1)[:4000]

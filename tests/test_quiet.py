@@ -1,4 +1,6 @@
-"""The plugin's commands and fairseq's with --user-dir print no notices of fairseq internals; others still show."""
+"""The plugin's commands and fairseq's with --user-dir print no notices of fairseq internals; others still show. A
+program of the user's own that imports the plugin sees fairseq's notices as without it, unless it asks for the
+command-line settings (fairseq_fusion.command_line.configure())."""
 import os
 import subprocess
 import sys
@@ -18,14 +20,16 @@ def test_tensorboardx_notice_is_fairseqs_and_filtered():
     missing = "import sys; sys.modules['tensorboardX'] = None; import logging; logging.basicConfig(level=logging.INFO); "
     bare = python(missing + "import fairseq.tasks")
     assert "Please install tensorboardX" in bare.stderr
-    plugin = python(missing + "import fairseq_fusion, fairseq.tasks")
-    assert "tensorboardX" not in plugin.stderr
+    command = python(missing + "import sys; sys.argv = ['fusion-score-bleu']; import fairseq_fusion, fairseq.tasks")
+    assert "tensorboardX" not in command.stderr  # a fusion-* process: filtered before fairseq is imported
+    program = python(missing + "import fairseq_fusion, fairseq.tasks")
+    assert "Please install tensorboardX" in program.stderr  # a program of the user's own: fairseq's log as it is
     assert "tensorboardX" not in run_cli(["fusion-score-bleu", "--help"]).stderr
 
 
 def test_filters_are_narrow():
     """Another warning, even of the same category from fairseq's modules, and other log lines still show."""
-    proc = python("import warnings, logging; import fairseq_fusion; "
+    proc = python("import warnings, logging; import fairseq_fusion.command_line; fairseq_fusion.command_line.configure(); "
                   "warnings.warn('torch.cuda.amp something else', FutureWarning); "
                   "warnings.warn_explicit('In config: something', UserWarning, 'x.py', 1, module='hydra.x'); "
                   "logging.basicConfig(); logging.getLogger('fairseq.tasks.text_to_speech').warning('other notice')")
@@ -56,5 +60,7 @@ def test_fairseqs_config_conversion_warns_without_the_plugin():
             "['data', '--arch', 'transformer']))")
     bare = python(code.format(imp=""))
     assert "ConfigStore schema" in bare.stderr and "hydra.experimental" in bare.stderr
-    plugin = python(code.format(imp="import fairseq_fusion; "))
-    assert "Warning" not in plugin.stderr, plugin.stderr
+    program = python(code.format(imp="import fairseq_fusion; "))
+    assert "ConfigStore schema" in program.stderr  # importing the plugin filters nothing
+    command = python(code.format(imp="import fairseq_fusion.command_line; fairseq_fusion.command_line.configure(); "))
+    assert "Warning" not in command.stderr, command.stderr

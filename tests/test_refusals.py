@@ -15,6 +15,7 @@ from conftest import BIN, REPO, run_cli, unwritable_folder, with_a_longer_dictio
 from fairseq_fusion_tools.gpu import check_benchmark
 from conftest import tiny_train_args as tiny_train
 from fairseq_fusion import errors
+from fairseq_fusion.guards import command_output
 from fairseq_fusion.errors import PREFIX, FusionError
 
 USER_DIR = os.path.join(REPO, "fairseq_fusion")
@@ -160,8 +161,8 @@ def test_ctrl_c_during_training_names_the_checkpoint_to_resume_from(multi30k_sli
 
 def test_ctrl_c_before_the_first_checkpoint(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "argv", ["fairseq-train", "data-bin", "--save-dir", str(tmp_path / "ck")])
-    monkeypatch.setattr(errors, "LAST_SAVED", {})
-    assert errors.interrupted_message() == (
+    monkeypatch.setattr(command_output, "LAST_SAVED", {})
+    assert command_output.interrupted_message() == (
         f"fairseq-fusion: interrupted before the first checkpoint ({tmp_path}/ck/checkpoint_last.pt does not exist): "
         "the same command starts from scratch")
 

@@ -16,6 +16,7 @@ from torch.multiprocessing.spawn import ProcessRaisedException
 from conftest import BIN, REPO, run_cli
 from conftest import tiny_train_args as tiny_train
 from fairseq_fusion.errors import PREFIX, FusionError
+from fairseq_fusion.guards import command_mains
 from test_distributed_resume import free_port
 from test_refusals import USER_DIR, one_line_refusal
 from test_resume_check import saved_updates, snapshot
@@ -164,11 +165,11 @@ def test_a_refusal_in_a_spawned_rank_is_its_one_line():
         raise ProcessRaisedException(text, 0, 4242)
 
     with pytest.raises(FusionError) as e:
-        save_dir_lock._spawned_refusal(call_main)(None, None)
+        command_mains.checked_call_main(call_main)(None, None)
     assert str(e.value) == line
 
     def crash(cfg, main, **kwargs):
         raise ProcessRaisedException(text.replace("fairseq_fusion.errors.FusionError", "RuntimeError"), 0, 4242)
 
     with pytest.raises(ProcessRaisedException):  # a real bug keeps spawn's traceback
-        save_dir_lock._spawned_refusal(crash)(None, None)
+        command_mains.checked_call_main(crash)(None, None)

@@ -5,8 +5,10 @@ fairseq's ``MultiheadAttention`` trains through ``F.multi_head_attention_forward
 dispatcher may choose cuDNN's attention, and cuDNN builds an execution plan for every new (batch, length) shape:
 translation batches change shape nearly every step, so every step pays it (docs/gpu.md: "Speed on the GPU" has the
 profile and the measured cost). The plugin turns cuDNN's attention off (``torch.backends.cuda.enable_cudnn_sdp``),
-for every process that loads it: fairseq's own ``transformer`` too, so comparisons stay fair. torch then takes
+for the whole process of a command-line run: fairseq's own ``transformer`` too, so comparisons stay fair. torch then takes
 flash or memory-efficient attention, which need no plan. ``FUSION_CUDNN_ATTENTION=1`` keeps torch's default.
+Only in a command-line run (``command_line.py``); elsewhere the plugin's models turn it off around their own
+forward (``models/attention_kernels.py``).
 """
 import logging
 import os
@@ -26,6 +28,14 @@ def keep_torch_default(environ=None):
         raise FusionError(f"{ENV}={value}: expected 1 (keep torch's default, cuDNN attention allowed) or 0 (the "
                           "plugin's default: cuDNN attention off)")
     return value == "1"
+
+
+def turn_off(environ=None):
+    """A command-line run's change: cuDNN attention off for the process; whether that changed the setting."""
+    import torch
+
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    return configure(environ) is False and was
 
 
 def configure(environ=None):

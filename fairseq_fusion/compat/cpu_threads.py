@@ -4,10 +4,12 @@ torch starts one intra-op thread per core, and at every parallel operator they w
 work on the same cores that wait is long: the quick start's training on 2 cores beside a second training ran at 1926
 words/s with torch's 2 threads and 2871 with 1 (alone: 5352 with 2, 2914 with 1; 2026-11-28, docs/performance.md).
 
-So on a machine without CUDA, where the user has set neither ``OMP_NUM_THREADS`` nor ``MKL_NUM_THREADS``, the plugin
-reads how busy this process's cores are over a short window at import (``/proc/stat``, the cores of its affinity)
-and leaves torch one thread fewer per core that other work keeps busy, at least one. Alone it changes nothing; the
-thread count it chooses is logged; ``OMP_NUM_THREADS`` chooses instead.
+So in a command-line run (``command_line.py``) on a machine without CUDA, the plugin reads how busy this process's
+cores are over a short window (``/proc/stat``, the cores of its affinity) and leaves torch one thread fewer per core
+that other work keeps busy, at least one. It never overrides a choice: not where a thread variable is set
+(``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``), not where torch's count differs from its default (one per core of the
+affinity: ``torch.set_num_threads`` was called), not with ``FUSION_CPU_THREADS=off``. Alone it changes nothing; a
+change is said at WARNING with the way to turn it off (README: "CPU threads").
 """
 import logging
 import os
@@ -41,20 +43,39 @@ def threads_for(threads, n_cores, busy):
     return max(1, min(threads, n_cores - int(round(busy))))
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+SWITCH = "FUSION_CPU_THREADS"
+
+
+def chosen_elsewhere(threads, cores, environ=None):
+    """Why the fitting leaves torch's count alone, or None: a variable set, or a count other than torch's default."""
+    environ = os.environ if environ is None else environ
+    if environ.get(SWITCH, "").strip().lower() in ("off", "0", "no", "false"):
+        return f"{SWITCH}=off"
+    chosen = [v for v in THREAD_VARIABLES if environ.get(v)]
+    if chosen:
+        return chosen[0] + " is set"
+    if threads != len(cores):
+        return f"torch's thread count {threads} is not its default {len(cores)}"
+    return None
+
+
 def fit_to_free_cores():
-    if os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS") or not os.path.exists("/proc/stat"):
-        return
+    if not os.path.exists("/proc/stat"):
+        return False
     import torch
 
-    threads = torch.get_num_threads()
-    if threads < 2 or torch.cuda.is_available():
-        return
-    cores = os.sched_getaffinity(0)
+    threads, cores = torch.get_num_threads(), os.sched_getaffinity(0)
+    if threads < 2 or chosen_elsewhere(threads, cores) or torch.cuda.is_available():
+        return False
     before = cpu_times(cores)
     time.sleep(WINDOW_S)
     busy = busy_cores(before, cpu_times(cores), len(cores))
     chosen = threads_for(threads, len(cores), busy)
-    if chosen < threads:
-        torch.set_num_threads(chosen)
-        logger.info(f"other work keeps {busy:.1f} of this process's {len(cores)} cores busy: torch uses {chosen} "
-                    f"CPU thread{'s' if chosen > 1 else ''}, not {threads} (OMP_NUM_THREADS=N chooses)")
+    if chosen >= threads:
+        return False
+    torch.set_num_threads(chosen)
+    logger.warning(f"fairseq-fusion: other work keeps {busy:.1f} of this process's {len(cores)} cores busy: torch uses "
+                   f"{chosen} CPU thread{'s' if chosen > 1 else ''}, not {threads} ({SWITCH}=off keeps {threads}; "
+                   "OMP_NUM_THREADS=N chooses)")
+    return True

@@ -1,2 +1,2 @@
 """User-error checks: bad input refused in one line, a likely wrong output warned of; each applied from the one
-list in ``compat/global_changes.py``."""
+list in ``global_changes.py``."""

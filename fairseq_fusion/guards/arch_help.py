@@ -110,12 +110,5 @@ def _with_arch_help(parse_args_and_arch):
             _nested_groups_shown(parser)
         return parse_args_and_arch(parser, input_args, *args, **kwargs)
 
-    wrapper.with_arch_help = True
+    wrapper.patched_by_fairseq_fusion = True
     return wrapper
-
-
-def install():
-    from fairseq import options
-
-    if not getattr(options.parse_args_and_arch, "with_arch_help", False):
-        options.parse_args_and_arch = _with_arch_help(options.parse_args_and_arch)

@@ -22,7 +22,6 @@ import os
 import shutil
 import tempfile
 
-from ..compat.cli_hooks import wrap_main
 from ..errors import FusionError
 
 
@@ -168,11 +167,3 @@ def _interactive_checked(main, cfg):
         return main(cfg)
 
     return checked_search(cfg, run)
-
-
-def patch_generate(module):
-    wrap_main(module, "paths_checked_by_fairseq_fusion", _generate_checked)
-
-
-def patch_interactive(module):
-    wrap_main(module, "paths_checked_by_fairseq_fusion", _interactive_checked)

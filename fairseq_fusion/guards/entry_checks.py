@@ -17,9 +17,10 @@ import functools
 import os
 import re
 
-from . import dictionary_check
+from . import dictionary_check, vocabulary_sizes
 from .checkpoint_files import check_checkpoint_file, is_local, read_checkpoint
-from ..errors import LAST_SAVED, FusionError, warn
+from .command_output import LAST_SAVED
+from ..errors import FusionError, warn
 
 
 def known_option_names():
@@ -210,7 +211,9 @@ def _checked_setup_task(setup_task):
     @functools.wraps(setup_task)
     def wrapper(cls, cfg, **kwargs):
         check_data_folder(getattr(cfg, "data", None), getattr(cfg, "source_lang", None), getattr(cfg, "target_lang", None))
-        return setup_task(cls, cfg, **kwargs)
+        task = setup_task(cls, cfg, **kwargs)
+        vocabulary_sizes.record_dictionary_files(task)
+        return task
 
     wrapper.patched_by_fairseq_fusion = True
     return classmethod(wrapper)
@@ -369,17 +372,9 @@ def check_batch_size(cfg):
         raise FusionError(NO_BATCH_SIZE)
 
 
-def _named_batch_size(call_main):
+def batch_size_refusal(error):
     """fairseq-train's (and fairseq-validate's) ``assert`` on a missing batch size, at the top of their ``main``,
-    before anything is written: one line naming both flags."""
-    @functools.wraps(call_main)
-    def wrapper(cfg, main, **kwargs):
-        try:
-            return call_main(cfg, main, **kwargs)
-        except AssertionError as e:
-            if str(e) != BATCH_SIZE_ASSERTION:
-                raise
-            raise FusionError(NO_BATCH_SIZE) from None
-
-    wrapper.patched_by_fairseq_fusion = True
-    return wrapper
+    before anything is written, as one line naming both flags; None for any other error."""
+    if isinstance(error, AssertionError) and str(error) == BATCH_SIZE_ASSERTION:
+        return FusionError(NO_BATCH_SIZE)
+    return None

@@ -1,6 +1,6 @@
 """``from_pretrained``'s arguments (the hub), checked before fairseq reads them: the model folder and its checkpoint
 files, the data folder, and the ``bpe=`` / ``tokenizer=`` names. Each refuses in one line (``FusionError``). Every
-model's hub goes through ``fairseq.hub_utils.from_pretrained``, wrapped here (``compat/global_changes.py``)."""
+model's hub goes through ``fairseq.hub_utils.from_pretrained``, wrapped here (``global_changes.py``: for the plugin's models, every model's in a command-line run)."""
 import difflib
 import functools
 import os

@@ -24,7 +24,6 @@ import inspect
 import os
 import sys
 
-from ..compat.cli_hooks import wrap_main
 from ..errors import warn
 from .text_files import BOM, bom_removed, without_bom
 
@@ -237,15 +236,6 @@ def _generate_reported(main, cfg):
     with reporting(lambda: InputReport(f"source lines of {cfg.dataset.gen_subset}",
                                        f"source line {{}} of {cfg.dataset.gen_subset}", "line")):
         return main(cfg)
-
-
-def patch_interactive(module):
-    wrap_main(module, "patched_by_fairseq_fusion", _interactive_reported)
-    module.buffered_read = read_lines
-
-
-def patch_generate(module):
-    wrap_main(module, "patched_by_fairseq_fusion", _generate_reported)
 
 
 def _hub_report(hub):

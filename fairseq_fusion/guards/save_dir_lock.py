@@ -218,18 +218,8 @@ def patch_train(module):
 _SPAWNED_REFUSAL = re.compile(r"^\S*FusionError: (" + re.escape(PREFIX) + r".*)$", re.MULTILINE)
 
 
-def _spawned_refusal(call_main):
-    """Wraps ``fairseq.distributed.utils.call_main``: a refusal raised in a rank that ``torch.multiprocessing.spawn``
-    started (one process per GPU) comes back as its one line, not as the rank's traceback wrapped in spawn's."""
-    @functools.wraps(call_main)
-    def wrapper(cfg, main, **kwargs):
-        try:
-            return call_main(cfg, main, **kwargs)
-        except Exception as e:
-            found = _SPAWNED_REFUSAL.findall(str(e)) if type(e).__name__ == "ProcessRaisedException" else []
-            if found:
-                raise FusionError(found[-1]) from None
-            raise
-
-    wrapper.patched_by_fairseq_fusion = True
-    return wrapper
+def spawned_refusal(error):
+    """A refusal raised in a rank that ``torch.multiprocessing.spawn`` started (one process per GPU), as its one line
+    rather than the rank's traceback wrapped in spawn's; None for any other error."""
+    found = _SPAWNED_REFUSAL.findall(str(error)) if type(error).__name__ == "ProcessRaisedException" else []
+    return FusionError(found[-1]) if found else None

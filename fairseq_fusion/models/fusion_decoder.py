@@ -25,6 +25,7 @@ import torch
 from fairseq.models.transformer import TransformerDecoderBase
 from torch import Tensor
 
+from .attention_kernels import without_cudnn_attention
 from .fusion_layers import FusionDecoderLayer, enumerate_layers
 from .layer_stack import LayerStackMixin
 from ..seams import EncoderReader, LayerCombiner, OutputFusion, StackContext
@@ -96,6 +97,11 @@ class FusionTransformerDecoder(LayerStackMixin, TransformerDecoderBase):
             x = self.layernorm_embedding(x)
         x = self.dropout_module(x)
         return x.transpose(0, 1), embed.transpose(0, 1), prev_output_tokens
+
+    def forward(self, prev_output_tokens, *args, **kwargs):
+        """fairseq's forward, without cuDNN's attention on CUDA (``attention_kernels``)."""
+        with without_cudnn_attention(prev_output_tokens):
+            return super().forward(prev_output_tokens, *args, **kwargs)
 
     def extract_features_scriptable(
         self,

@@ -24,6 +24,7 @@ import torch
 from fairseq.models.transformer import TransformerEncoderBase
 from torch import Tensor
 
+from .attention_kernels import without_cudnn_attention
 from .. import host_sync
 from .fusion_layers import FusionEncoderLayer, enumerate_layers
 from .layer_stack import LayerStackMixin
@@ -100,7 +101,8 @@ class FusionTransformerEncoder(LayerStackMixin, TransformerEncoderBase):
     ):
         """fairseq's forward; other ``net_input`` keys of a task (e.g. ``src_phrase_lengths``)
         reach the layers as ``ctx.inputs`` (generation passes them too: ``forward_torchscript``)."""
-        return self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings, extra_inputs)
+        with without_cudnn_attention(src_tokens):
+            return self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings, extra_inputs)
 
     def forward_scriptable(
         self,

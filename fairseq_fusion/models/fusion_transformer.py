@@ -9,12 +9,12 @@ layer reads of the encoder in ``FusionTransformerDecoder.encoder_memory``; (e) t
 distribution in ``get_normalized_probs`` (deferring to ``decoder.output_fusion``).
 """
 import functools
-import os
 from typing import Optional
 
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
+from .attention_kernels import without_cudnn_attention
 from .. import compile_training, fusion_options, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
@@ -37,10 +37,14 @@ class FusionTransformerModel(TransformerModel):
         compile_backend = compile_training.backend(args)  # refused before anything is built
         model = super().build_model(args, task)
         fusion_options.attach(model, args)
-        model.dictionary_files = dictionary_files(task)
         model.compile_backend = compile_backend  # plain attributes: not in the state dict
         model.compile_random = compile_training.random_mode(args)
         return model
+
+    @classmethod
+    def hub_models(cls):
+        """fairseq's transformer's archive names, as this class's own map (``HubModels``)."""
+        return HubModels(super().hub_models())
 
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
@@ -86,8 +90,9 @@ class FusionTransformerModel(TransformerModel):
             run = functools.partial(compile_training.compiled(type(self).eager_forward, backend, random), self)
             for hook in self.encoder.eager_input_hooks:  # what sizes tensors from data, computed outside the graph
                 extra_encoder_inputs = {**extra_encoder_inputs, **hook(src_tokens, extra_encoder_inputs)}
-        return run(src_tokens, src_lengths, prev_output_tokens, return_all_hiddens, features_only, alignment_layer,
-                   alignment_heads, **extra_encoder_inputs)
+        with without_cudnn_attention(src_tokens):
+            return run(src_tokens, src_lengths, prev_output_tokens, return_all_hiddens, features_only, alignment_layer,
+                       alignment_heads, **extra_encoder_inputs)
 
     def eager_forward(
         self,
@@ -127,12 +132,6 @@ class FusionTransformerModel(TransformerModel):
         return torchscript.fairseq_view(self)
 
 
-
-def dictionary_files(task):
-    """encoder/decoder -> the dict.LANG.txt the task read (named by the vocabulary check on load)."""
-    cfg = getattr(task, "cfg", None) or getattr(task, "args", None)
-    data, src, tgt = (getattr(cfg, k, None) for k in ("data", "source_lang", "target_lang"))
-    if not isinstance(data, str) or src is None or tgt is None:
-        return {}
-    folder = data.split(os.pathsep)[0]
-    return {"encoder": os.path.join(folder, f"dict.{src}.txt"), "decoder": os.path.join(folder, f"dict.{tgt}.txt")}
+class HubModels(dict):
+    """The archive map ``from_pretrained`` passes to fairseq's hub for this model family: fairseq's transformer's
+    names, as a type of its own, so the hub's checks know the call loads one of this plugin's models."""

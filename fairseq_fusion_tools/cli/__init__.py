@@ -53,8 +53,12 @@ def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
 
 
 def _parse_known_args(self, args=None, namespace=None, _parse=argparse.ArgumentParser.parse_known_args):
+    if self.prog.startswith("fusion-") and args is None:  # the command line itself (sys.argv): a command-line run
+        from fairseq_fusion import command_line
+
+        command_line.configure()
     parsed = _parse(self, args, namespace)
-    if self.prog.startswith("fusion-") and args is None:  # the command line itself (sys.argv)
+    if self.prog.startswith("fusion-") and args is None:
         user_files.remember(self, parsed[0])
     return parsed
 
