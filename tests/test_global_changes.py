@@ -112,3 +112,19 @@ def test_architecture_table_is_the_lists_rendering():
         text = f.read()
     shown = text[text.index(BEGIN) + len(BEGIN):text.index(END)]
     assert shown == global_changes.table(), "ARCHITECTURE.md's table differs; the new table:\n" + global_changes.table()
+
+
+def test_one_switch_turns_every_fix_of_fairseq_off():
+    code = ("import pkgutil, fairseq_fusion\nfrom fairseq_fusion import global_changes as g\n"
+            "fixed = [c.target for c in g.CHANGES if c.scope == 'fix' and c.how.startswith('wrap') and getattr("
+            "getattr(*g.owner_and_name(c.target)), 'patched_by_fairseq_fusion', False)]\n"
+            "from fairseq.models import distributed_fairseq_model as d\n"
+            "print(len(fixed), d.DistributedDataParallel.__name__)")
+    found = {}
+    for value in ("on", "off"):
+        env = dict(os.environ, FUSION_FAIRSEQ_FIXES=value, PYTHONPATH=ROOT)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        found[value] = proc.stdout.split()[-2:]
+    wraps = sum(c.scope == "fix" and c.how.startswith("wrap") for c in global_changes.CHANGES)
+    assert found == {"on": [str(wraps), "CPUAwareDistributedDataParallel"], "off": ["0", "DistributedDataParallel"]}
