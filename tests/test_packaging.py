@@ -228,6 +228,7 @@ def test_installed_copy_with_torch_says_what_it_lacks(wheel, tmp_path):
     assert out.returncode == 0, out.stderr
     env = {k: v for k, v in os.environ.items() if k != "FUSION_DATA"}
     env["PYTHONPATH"] = str(target)  # before the repository's editable install
+    env["OMP_NUM_THREADS"] = "1"  # one thread, as every command the tests start (no thread-fitting line on busy cores)
     out = run([str(target / "bin" / "fusion-user-dir")], env=env)
     assert out.stdout.strip() == str(target / "fairseq_fusion"), out.stdout + out.stderr
     out = run([str(target / "bin" / "fusion-gpu-check"), "--device", "cpu", "--archs", "fusion_transformer", "--dtypes",

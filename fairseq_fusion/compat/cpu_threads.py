@@ -9,7 +9,7 @@ cores are over a short window (``/proc/stat``, the cores of its affinity) and le
 that other work keeps busy, at least one. It never overrides a choice: not where a thread variable is set
 (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``), not where torch's count differs from its default (one per core of the
 affinity: ``torch.set_num_threads`` was called), not with ``FUSION_CPU_THREADS=off``. Alone it changes nothing; a
-change is said at WARNING with the way to turn it off (README: "CPU threads").
+change is said at WARNING with the way to turn it off (docs/usage.md, "CPU threads").
 """
 import logging
 import os
