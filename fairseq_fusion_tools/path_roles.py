@@ -8,7 +8,8 @@ line when its parser has read it (``cli/__init__.py``), before any work, that no
 - deletes or replaces a folder, or a file in a folder, that a running training holds (its ``training.lock``, taken by
   ``fairseq_fusion/guards/save_dir_lock.py``);
 - replaces, with ``--overwrite``, a folder that holds inputs of the command, or anything but what this command wrote
-  in it (the record ``.fusion-made.json`` that ``record_made`` keeps: ``prepare/destination.py`` writes it).
+  in it (the records ``.fusion-made.json`` and ``.fusion-made.N.json`` of ``record_made`` and ``record_added``, which
+  ``prepare/destination.py`` writes).
 
 The roles are one table, by option (``BY_NAME``) with the commands whose option means something else (``BY_COMMAND``);
 ``tests/test_no_loss.py`` fails when a parser has a string-valued option the table does not know, so a new command or
@@ -218,29 +219,37 @@ def record_made(folder, command=None):
     now (relative paths). ``--overwrite`` replaces a folder only where it holds no other file."""
     files = sorted(os.path.relpath(os.path.join(root, f), folder) for root, _, names in os.walk(folder) for f in names
                    if not (root == folder and f == RECORD_NAME))
-    _write_record(folder, {"command": command or current_prog(), "files": files})
+    _write_record(os.path.join(folder, RECORD_NAME), {"command": command or current_prog(), "files": files})
 
 
-def add_to_record(folder, files):
-    """The files (paths in ``folder``) that the folder's own command added later (``--add-test``), in its record."""
-    record = _read_record(folder)
+def record_added(staging, folder):
+    """The files of ``staging`` that the folder's own command adds to ``folder`` (``--add-test``), in a record of their
+    own staged with them (``.fusion-made.N.json``: the folder's files are never rewritten); none where ``folder`` has
+    no record."""
+    record = _read_record(os.path.join(folder, RECORD_NAME))
     if record is None:
         return
-    record["files"] = sorted(set(record["files"]) | {os.path.relpath(f, folder) for f in files})
-    _write_record(folder, record)
+    taken = [int(n.split(".")[2]) for n in os.listdir(folder) if _added_record(n)]
+    name = f"{RECORD_NAME[:-len('.json')]}.{max(taken, default=0) + 1}.json"
+    files = sorted(os.path.relpath(os.path.join(root, f), staging) for root, _, names in os.walk(staging) for f in names)
+    _write_record(os.path.join(staging, name), {"command": record["command"], "files": files})
 
 
-def _write_record(folder, record):
-    tmp = os.path.join(folder, RECORD_NAME + ".part")
-    with open(tmp, "w", encoding="utf-8") as f:
+def _added_record(name):
+    parts = name.split(".")
+    return len(parts) == 4 and name.startswith(RECORD_NAME[:-len("json")]) and parts[2].isdigit() and parts[3] == "json"
+
+
+def _write_record(path, record):
+    with open(path + ".part", "w", encoding="utf-8") as f:
         json.dump(record, f, indent=1)
         f.write("\n")
-    os.replace(tmp, os.path.join(folder, RECORD_NAME))
+    os.replace(path + ".part", path)
 
 
-def _read_record(folder):
+def _read_record(path):
     try:
-        with open(os.path.join(folder, RECORD_NAME), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             record = json.load(f)
     except (OSError, ValueError):
         return None
@@ -248,17 +257,33 @@ def _read_record(folder):
     return record if ok else None
 
 
+def _records(folder):
+    """(the command that made ``folder``, the files its records list, the record files) or None without a record."""
+    record = _read_record(os.path.join(folder, RECORD_NAME))
+    if record is None:
+        return None
+    names = [RECORD_NAME] + [n for n in os.listdir(folder) if _added_record(n)]
+    files = set(record["files"])
+    for name in names[1:]:
+        added = _read_record(os.path.join(folder, name))
+        if added is not None and added["command"] == record["command"]:
+            files |= set(added["files"])
+    return record["command"], files, set(names)
+
+
 def not_made_by(prog, folder):
     """What is in ``folder`` that ``prog`` did not write there (files, and empty folders): everything where no record
     says that ``prog`` made it."""
-    record = _read_record(folder)
-    mine = set(record["files"]) if record and record["command"] == prog else set()
+    records = _records(folder)
+    command, mine, names = records if records else ("", set(), set())
+    if command != prog:
+        mine, names = set(), {RECORD_NAME}
     found = []
-    for root, dirs, names in os.walk(folder):
-        found += [os.path.relpath(os.path.join(root, n), folder) for n in names]
+    for root, dirs, files in os.walk(folder):
+        found += [os.path.relpath(os.path.join(root, n), folder) for n in files]
         found += [os.path.relpath(os.path.join(root, d), folder) + os.sep for d in dirs
                   if not os.listdir(os.path.join(root, d))]
-    return sorted(f for f in found if f != RECORD_NAME and f not in mine)
+    return sorted(f for f in found if f not in names and f not in mine)
 
 
 def current_prog():
@@ -330,7 +355,7 @@ def _check_output(prog, label, value, role, given, overwrite):
                  f"({_some([os.path.realpath(x.path) for x in inside])}): give another {label}")
         others = not_made_by(prog, value)
         if others:
-            whose = ("" if _read_record(value) else
+            whose = ("" if _records(value) else
                      f" (it has no {RECORD_NAME}, the record {prog} keeps of what it wrote in a folder it made)")
             fail(f"{label} {value} --overwrite would delete files {prog} did not write there: {_some(others)}{whose}; "
                  f"move them out, or give another {label}")

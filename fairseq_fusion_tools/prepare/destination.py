@@ -16,6 +16,7 @@ from fairseq_fusion_tools.user_files import fail
 def move_into(staging, destdir):
     """Move every file of ``staging`` to the same place in ``destdir``, where none may exist yet; on an
     error or Ctrl-C midway the files moved so far are removed again, so ``destdir`` is as it was."""
+    path_roles.record_added(staging, destdir)  # what is added, in a record of its own moved in with it
     moves = [(os.path.join(root, f), os.path.join(destdir, os.path.relpath(os.path.join(root, f), staging)))
              for root, _, files in os.walk(staging) for f in files]
     taken = [dst for _, dst in moves if os.path.lexists(dst)]
@@ -31,7 +32,6 @@ def move_into(staging, destdir):
         for dst in done:
             os.remove(dst)
         raise
-    path_roles.add_to_record(destdir, done)
 
 
 def is_prepared(folder):
