@@ -352,7 +352,7 @@ def _check_output(prog, label, value, role, given, overwrite):
         if inside:
             g = inside[0]
             fail(f"{label} {value} --overwrite would delete {g.label} {g.value}, an input of this command "
-                 f"({_some([os.path.realpath(x.path) for x in inside])}): give another {label}")
+                 f"({_some(list(dict.fromkeys(os.path.realpath(x.path) for x in inside)))}): give another {label}")
         others = not_made_by(prog, value)
         if others:
             whose = ("" if _records(value) else
