@@ -211,8 +211,10 @@ TOOLS = [
     Change("sys.excepthook", "fusion-*: a missing torch or fairseq, or a bad file the command line named: one line",
            "command", "tests/test_packaging.py::test_missing_torch_hook_leaves_other_missing_modules_alone",
            "fairseq_fusion_tools.cli"),
-    Change("argparse.ArgumentParser.parse_known_args", "fusion-*: remembers the files the command line named",
-           "command", "tests/test_mistakes.py::test_mistake_is_one_line", "fairseq_fusion_tools.cli"),
+    Change("argparse.ArgumentParser.parse_known_args", "fusion-*: remembers the files the command line named, and "
+           "refuses an output that would lose an input, a running training's folder or a folder the command did not "
+           "make", "command", "tests/test_no_loss.py::test_an_output_never_replaces_what_the_user_gave",
+           "fairseq_fusion_tools.cli"),
     Change("argparse.ArgumentParser.error", "fusion-*: argparse's error line with the prefix of every refusal",
            "command", "tests/test_mistakes.py::test_mistake_is_one_line", "fairseq_fusion_tools.cli"),
 ]

@@ -4,6 +4,7 @@ Every writer goes through ``replacing(path)``: the content goes to a temporary f
 folder, which replaces ``path`` (``os.replace``, atomic) only once it is complete; on an error
 or Ctrl-C the old file stays as it was and the temporary one is removed; the content is flushed to disk
 (``fsync``) before the rename, so a crash leaves the old file or the new one, never an empty one.
+No input of the running command line is replaced (``path_roles.check_replacing``).
 ``claim(lock_path)`` takes a kernel lock on ``lock_path`` (``fairseq_fusion/file_locks.py``) until the process exits; a
 second command that finds it held is refused with one line; a process that dies in any way frees it. The lock file
 stays when the lock is freed, empty and free, as every lock file of ``file_locks.py`` does (removing it would let two
@@ -15,6 +16,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 
+from fairseq_fusion_tools import path_roles
 from fairseq_fusion_tools.user_files import fail
 
 
@@ -35,7 +37,9 @@ def _fsync(path):
 @contextmanager
 def replacing(path):
     """Yield a temporary path beside ``path`` (same extension, so matplotlib and numpy infer the
-    format); when the block ends without error it replaces ``path``, else it is removed."""
+    format); when the block ends without error it replaces ``path``, else it is removed. An input of the running
+    fusion-* command line is never replaced (``path_roles.check_replacing``: one line, before the block runs)."""
+    path_roles.check_replacing(path)
     path = os.path.realpath(path)  # a symlinked result is written through, not replaced by a file
     folder, name = os.path.split(path)
     os.makedirs(folder, exist_ok=True)

@@ -1,5 +1,7 @@
 """Shared fixtures: a binarized slice of the real Multi30k data, small model args, the CLI runner."""
+import contextlib
 import os
+import signal
 import subprocess
 
 import pytest
@@ -205,6 +207,26 @@ def small_checkpoint(multi30k_slice, tmp_path_factory):
     save = str(tmp_path_factory.mktemp("small_checkpoint"))
     run_cli(train_args(multi30k_slice, save, arch="fusion_transformer", max_update=4))
     return os.path.join(save, "checkpoint_last.pt")
+
+
+class TimeLimit(BaseException):
+    """A test case ran past its time limit (a BaseException: a command's ``except Exception`` does not swallow it)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    """Raise TimeLimit in this (main) thread once ``seconds`` have passed: a case's limit where pytest-timeout is not
+    installed (SIGALRM; the earlier alarm, if any, is put back)."""
+    def stop(signum, frame):
+        raise TimeLimit(f"over the time limit of {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def unwritable_folder(tmp):

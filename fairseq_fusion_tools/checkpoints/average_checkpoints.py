@@ -7,7 +7,7 @@ import re
 
 import torch
 
-from .. import atomic_files
+from .. import atomic_files, path_roles
 from fairseq_fusion.guards import checkpoint_files
 from fairseq_fusion.compat import checkpoint_safety
 from fairseq_fusion.errors import FusionError
@@ -66,6 +66,7 @@ def main(args):
             fail("--num-*-checkpoints needs exactly one directory in --inputs")
         kind = "update" if args.num_update_checkpoints else "epoch"
         paths = last_n_checkpoints(paths[0], n, args.checkpoint_upper_bound, kind)
+        path_roles.read_from("--inputs", paths)  # --output one of them: refused before the averaging
     print("| averaging " + ", ".join(paths), flush=True)
     write_average(paths, args.output)
     print(f"| wrote {args.output}")

@@ -10,12 +10,14 @@ It is also the one place where the other mistakes of a command line become one l
 get that prefix, and an OSError or UnicodeDecodeError on a file the command line named (missing, a folder for a file,
 unreadable, not UTF-8, an output folder that cannot be written) is said in one line naming the flag and the file
 (``fairseq_fusion_tools/user_files.py``); the same errors on paths the user did not give keep their traceback.
+And it is where every command line is checked, once parsed and before any work, for an output that would lose what
+the user gave (an input, a running training's folder, a folder the command did not make: ``path_roles.py``).
 """
 import argparse
 import os
 import sys
 
-from .. import user_files
+from .. import path_roles, user_files
 from ..user_files import PREFIX
 
 STACK = ("torch", "fairseq", "fairseq_cli")  # fairseq_cli ships with fairseq
@@ -60,6 +62,7 @@ def _parse_known_args(self, args=None, namespace=None, _parse=argparse.ArgumentP
     parsed = _parse(self, args, namespace)
     if self.prog.startswith("fusion-") and args is None:
         user_files.remember(self, parsed[0])
+        path_roles.check(self, parsed[0])  # before any work: no output that would lose what the user gave
     return parsed
 
 

@@ -29,7 +29,9 @@ def get_parser():
     p.add_argument("--max-lines", type=int, default=None, help="Use only the first N lines of each split.")
     p.add_argument("--destdir", required=True, help="Folder of the BPE text and the binarized data (new or empty).")
     p.add_argument("--overwrite", action="store_true",
-                   help="Replace a --destdir that holds files (only once the new folder is complete).")
+                   help="Replace a --destdir that holds files (only once the new folder is complete): only a folder "
+                   "fusion-prepare-gpt2 made and that holds nothing else, no input of this command and no running "
+                   "training.")
     p.add_argument("--workers", type=int, default=1, help="Processes of fairseq-preprocess (default: %(default)s).")
     return p
 

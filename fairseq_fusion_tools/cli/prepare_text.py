@@ -16,7 +16,8 @@ WMT16 En-De, Lee et al.'s WMT16 En-Ro), keeping their codes (``--bpe-codes``) an
 references (``--raw-testpref``).
 The folder is built beside DESTDIR (``.DESTDIR.building-*``) and renamed into place when complete, so a
 failure or Ctrl-C leaves no half-written folder; a DESTDIR that is not empty is refused unless
-``--overwrite`` (the old folder is replaced only once the new one is complete). ``--add-test`` stages its
+``--overwrite`` (the old folder is replaced only once the new one is complete, and only where this command made it
+and it holds nothing else: ``DESTDIR/.fusion-made.json`` records what it wrote). ``--add-test`` stages its
 files inside the folder and moves them into place at the end (none of the folder's files is rewritten).
 """
 import argparse
@@ -42,7 +43,8 @@ def get_parser():
                    "empty folder, unless --overwrite).")
     p.add_argument("--overwrite", action="store_true",
                    help="Replace a --destdir that is not empty (e.g. prepared before with other settings); the old "
-                   "folder stays as it is until the new one is complete.")
+                   "folder stays as it is until the new one is complete. Only a folder fusion-prepare-text made and "
+                   "that holds nothing else, no input of this command and no running training is replaced.")
     p.add_argument("--bpe-merges", type=int, default=4000, help="Number of BPE merge operations (default: 4000).")
     p.add_argument("--bpe-tool", choices=["subword-nmt", "fastbpe"], default="subword-nmt",
                    help="The tool that applies the codes (they are always learned with subword-nmt); prepare.json "

@@ -1,18 +1,22 @@
 """Where a prepared folder is written: built beside --destdir and renamed into place when complete (a non-empty
 --destdir refused unless --overwrite), or, for --add-test, staged inside it and moved in at the end; fusion-prepare-text's
-and fusion-prepare-gpt2's way of writing."""
+and fusion-prepare-gpt2's way of writing. The folder records what its command wrote in it (``path_roles.record_made``):
+``--overwrite`` replaces it only while it holds nothing else, no input of the command and no running training
+(``path_roles.check``, on the command line before any work)."""
 import argparse
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
 
+from fairseq_fusion_tools import path_roles
 from fairseq_fusion_tools.user_files import fail
 
 
 def move_into(staging, destdir):
     """Move every file of ``staging`` to the same place in ``destdir``, where none may exist yet; on an
     error or Ctrl-C midway the files moved so far are removed again, so ``destdir`` is as it was."""
+    path_roles.record_added(staging, destdir)  # what is added, in a record of its own moved in with it
     moves = [(os.path.join(root, f), os.path.join(destdir, os.path.relpath(os.path.join(root, f), staging)))
              for root, _, files in os.walk(staging) for f in files]
     taken = [dst for _, dst in moves if os.path.lexists(dst)]
@@ -46,20 +50,21 @@ def check_destination(destdir, overwrite):
         fail(f"--destdir {destdir} already holds a prepared folder: pass --overwrite to replace it (it stays as it is "
              "until the new one is complete), or give another --destdir")
     fail(f"--destdir {destdir} is not empty and not a prepared folder (fusion-prepare-text's or fusion-prepare-gpt2's): "
-         "give a new or empty --destdir, or --overwrite to replace it with everything in it")
+         "give a new or empty --destdir (--overwrite replaces only a folder this command made, holding nothing else)")
 
 
 @contextmanager
 def staged_folder(destdir):
     """Yield a new folder beside ``destdir`` (same parent, so the rename is atomic); when the block
-    completes it takes ``destdir``'s place (an old ``destdir`` is moved aside, then removed); on an error
-    or Ctrl-C it is removed and ``destdir`` is untouched."""
+    completes it records what it holds (``path_roles.record_made``) and takes ``destdir``'s place (an old ``destdir``
+    is moved aside, then removed); on an error or Ctrl-C it is removed and ``destdir`` is untouched."""
     destdir = os.path.realpath(destdir)
     parent, name = os.path.split(destdir)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}.building-", dir=parent)
     try:
         yield tmp
+        path_roles.record_made(tmp)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private
