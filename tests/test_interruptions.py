@@ -1,0 +1,277 @@
+"""Interruptions and stop conditions (issue 58, item 4): Ctrl-C in any command is one line with exit status 130 and
+no half-written file; a budget is fairseq's "no limit" (documented) or refused in one line naming the flag; a diverged
+training is one line naming the update and the likely flags; ``--retain-dropout-modules`` acts on the plugin's modules
+as on fairseq's.
+
+A Ctrl-C test starts the command as a process in its own session (a terminal's Ctrl-C goes to the whole process
+group, the command's workers too), waits for a line of its output that marks the moment, and sends SIGINT to the
+group. Every case has a time limit (``time_limit``; the processes' own waits are bounded too).
+"""
+import filecmp
+import gzip
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from importlib import metadata
+
+import pytest
+
+from cli_runner import BIN, command_state, entry_point, output_tail
+from conftest import REPO, run_cli
+from conftest import tiny_train_args as tiny_train
+from fairseq_fusion.guards import command_output, entry_checks
+
+USER_DIR = os.path.join(REPO, "fairseq_fusion")
+INTERRUPTED = re.compile(r"^fairseq-fusion: interrupted; (\S+) stopped before it finished$")
+LIMIT_S = 180  # a case's time limit; a process test's waits stay well under it
+
+
+@pytest.fixture(autouse=True)
+def time_limit(request):
+    """Each case ends as a failure after LIMIT_S seconds (SIGALRM: a hung wait in this process is interrupted)."""
+    limit = getattr(request.node.get_closest_marker("time_limit"), "args", (LIMIT_S,))[0]
+
+    def expired(signum, frame):
+        raise TimeoutError(f"{request.node.name}: over its time limit of {limit} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def interrupted(cmd, marker, delay=0.0, cwd=None, stdin=None, wait_s=90):
+    """Start console script ``cmd`` in its own process group, wait for ``marker`` (a regex; None: no wait) in its
+    output, then ``delay`` seconds, send SIGINT to the group (a terminal's Ctrl-C); CompletedProcess with stdout and
+    stderr together, and whether the marker was seen before the signal."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([os.path.join(BIN, cmd[0])] + list(cmd[1:]), cwd=cwd, env=env, text=True,
+                            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines, seen = [], threading.Event()
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+            if marker is not None and re.search(marker, line):
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        if stdin is not None:
+            proc.stdin.write(stdin)
+            proc.stdin.flush()
+        if marker is None:
+            seen.set()
+        seen.wait(wait_s)
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=wait_s)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(10)
+    result = subprocess.CompletedProcess(cmd, proc.returncode, "".join(lines), "")
+    result.marker_seen = seen.is_set()
+    return result
+
+
+def one_interrupt_line(proc, command):
+    """Exit status 130, no traceback from any process of the command, the Ctrl-C line last."""
+    out = proc.stdout
+    assert proc.marker_seen, output_tail(proc)
+    assert proc.returncode == 130, output_tail(proc)
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, output_tail(proc)
+    last = out.strip().splitlines()[-1]
+    found = INTERRUPTED.match(last)
+    assert found and found.group(1) == command, output_tail(proc)
+
+
+def snapshot(folder):
+    return {name: os.path.getsize(os.path.join(folder, name)) for name in sorted(os.listdir(folder))}
+
+
+# ------------------------------------------------------------------------------------------------ Ctrl-C
+
+def test_ctrl_c_in_fairseq_generate_is_one_line_and_keeps_an_earlier_results_file(multi30k_slice, tiny_checkpoint,
+                                                                                  tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "generate-test.txt").write_text("an earlier run's translations\n")
+    proc = interrupted(["fairseq-generate", multi30k_slice, "--user-dir", USER_DIR, "--path", tiny_checkpoint,
+                        "--cpu", "--beam", "5", "--batch-size", "2", "--gen-subset", "test",
+                        "--results-path", str(results)], r"loaded 1,000 examples from", delay=1.0)
+    one_interrupt_line(proc, "fairseq-generate")
+    assert sorted(os.listdir(results)) == ["generate-test.txt"]
+    assert (results / "generate-test.txt").read_text() == "an earlier run's translations\n"
+
+
+def test_ctrl_c_in_fairseq_interactive_waiting_for_input_is_one_line(multi30k_slice, tiny_checkpoint):
+    proc = interrupted(["fairseq-interactive", multi30k_slice, "--user-dir", USER_DIR, "--path", tiny_checkpoint,
+                        "--cpu", "-s", "en", "-t", "de"], r"Type the input sentence", delay=0.5, stdin="")
+    one_interrupt_line(proc, "fairseq-interactive")
+
+
+@pytest.fixture(scope="module")
+def long_bpe_text(multi30k_slice, tmp_path_factory):
+    """60,000 lines per language (the slice's BPE text, repeated): fairseq-preprocess binarizes them for seconds."""
+    folder = tmp_path_factory.mktemp("long_bpe_text")
+    for lang in ("en", "de"):
+        with open(os.path.join(multi30k_slice, "tok", f"train.bpe.{lang}"), encoding="utf-8") as f:
+            text = f.read()
+        (folder / f"train.{lang}").write_text(text * 60, encoding="utf-8")
+    return str(folder / "train")
+
+
+def test_ctrl_c_in_fairseq_preprocess_with_workers_is_one_line_and_leaves_no_half_written_file(
+        multi30k_slice, long_bpe_text, tmp_path):
+    """An earlier split of the same name stays whole; no cut .bin, no .partial or workers' part file is left; the
+    workers (a fork pool, Ctrl-C reaches them too) print nothing."""
+    dest = tmp_path / "data-bin"
+    dest.mkdir()
+    for name in ("train.en-de.en.bin", "train.en-de.en.idx", "train.en-de.de.bin", "train.en-de.de.idx"):
+        shutil.copy(os.path.join(multi30k_slice, name), dest / name)
+    before = snapshot(dest)
+    proc = interrupted(["fairseq-preprocess", "--user-dir", USER_DIR, "-s", "en", "-t", "de",
+                        "--srcdict", os.path.join(multi30k_slice, "dict.en.txt"),
+                        "--tgtdict", os.path.join(multi30k_slice, "dict.de.txt"),
+                        "--trainpref", long_bpe_text, "--destdir", str(dest), "--workers", "2"],
+                       r"\[en\] Dictionary: ", delay=0.5)
+    one_interrupt_line(proc, "fairseq-preprocess")
+    after = snapshot(dest)
+    assert {n: s for n, s in after.items() if n in before} == before
+    for name in ("train.en-de.en.bin", "train.en-de.en.idx"):
+        assert filecmp.cmp(dest / name, os.path.join(multi30k_slice, name), shallow=False), name
+    assert not [n for n in after if n.startswith(".") or "partial" in n or re.search(r"\d\.(bin|idx)$", n)], after
+
+
+def test_fairseq_preprocess_renames_each_split_into_place_when_whole(multi30k_slice, tmp_path):
+    """The control: finished, the same command writes the splits under their names and nothing else."""
+    dest = tmp_path / "data-bin"
+    run_cli(["fairseq-preprocess", "--user-dir", USER_DIR, "-s", "en", "-t", "de",
+             "--srcdict", os.path.join(multi30k_slice, "dict.en.txt"),
+             "--tgtdict", os.path.join(multi30k_slice, "dict.de.txt"),
+             "--trainpref", os.path.join(multi30k_slice, "tok", "train.bpe"), "--destdir", str(dest), "--workers", "2"])
+    assert sorted(os.listdir(dest)) == ["dict.de.txt", "dict.en.txt", "preprocess.log", "train.en-de.de.bin",
+                                        "train.en-de.de.idx", "train.en-de.en.bin", "train.en-de.en.idx"]
+    for name in ("train.en-de.en.bin", "train.en-de.en.idx"):
+        assert filecmp.cmp(dest / name, os.path.join(multi30k_slice, name), shallow=False), name
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.5])
+def test_ctrl_c_while_a_fusion_command_imports_is_one_line(delay, tmp_path):
+    """Before the command has loaded torch, fairseq or the plugin (the tools' hook), and while it does."""
+    proc = interrupted(["fusion-archs"], None, delay=delay, cwd=str(tmp_path))
+    one_interrupt_line(proc, "fusion-archs")
+
+
+def test_ctrl_c_in_fusion_prepare_text_with_a_worker_pool_is_one_line_and_leaves_no_folder(tmp_path):
+    """58,000 lines per language: tokenized by a pool of workers started from a fork server (text_steps.py), which
+    ignore Ctrl-C; the command ends the pool and removes its building folder."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for lang in ("en", "de"):
+        with gzip.open(os.path.join(os.environ.get("FUSION_DATA", ""), "multi30k", f"train.{lang}.gz"), "rt",
+                       encoding="utf-8") as f:
+            text = f.read()
+        (raw / f"train.{lang}").write_text(text * 2, encoding="utf-8")
+        with gzip.open(os.path.join(os.environ.get("FUSION_DATA", ""), "multi30k", f"val.{lang}.gz"), "rt",
+                       encoding="utf-8") as f:
+            (raw / f"val.{lang}").write_text(f.read(), encoding="utf-8")
+    proc = interrupted(["fusion-prepare-text", "-s", "en", "-t", "de", "--trainpref", str(raw / "train"),
+                        "--validpref", str(raw / "val"), "--destdir", str(tmp_path / "data-bin"), "--workers", "2"],
+                       None, delay=8.0, cwd=str(tmp_path))
+    one_interrupt_line(proc, "fusion-prepare-text")
+    assert sorted(os.listdir(tmp_path)) == ["raw"]
+
+
+FUSION_COMMANDS = sorted(n for n in metadata.entry_points(group="console_scripts").names
+                         if n.startswith("fusion-") and n != "fusion-user-dir")
+
+
+class Exited(Exception):
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+
+@pytest.mark.parametrize("command", FUSION_COMMANDS)
+def test_ctrl_c_in_every_fusion_command_is_its_one_line_and_status_130(command, monkeypatch, capsys):
+    """In-process: each command's parser is where Ctrl-C lands (its start); the exception goes to the process's hook,
+    as the interpreter would give it; the hook says the line and ends with 130."""
+    import argparse
+
+    def pressed(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    def exit_now(status):
+        raise Exited(status)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", pressed)
+    monkeypatch.setattr(os, "_exit", exit_now)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # the hook ignores a second Ctrl-C: not this process's
+    monkeypatch.setattr(command_output, "stop_children", lambda: None)  # nor stops its workers
+    main = entry_point(command)
+    with command_state([command, "--help"]), pytest.raises(Exited) as ended:
+        try:
+            main()
+        except KeyboardInterrupt:
+            import sys
+
+            sys.excepthook(*sys.exc_info())
+    assert ended.value.status == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"fairseq-fusion: interrupted; {command} stopped before it finished"
+
+
+def test_a_checkpoint_save_finishes_before_ctrl_c_ends_the_training(tmp_path):
+    """Ctrl-C in the middle of fairseq's save (here: between its checkpoint and the copy it makes, a plain file copy):
+    the save finishes, then the KeyboardInterrupt comes, and the Ctrl-C line names the update saved."""
+    written = []
+
+    def save_checkpoint(cfg, trainer, epoch_itr, val_loss):
+        (tmp_path / "checkpoint3.pt").write_bytes(b"x" * 1000)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the signal has been delivered (and held) by now
+        shutil.copyfile(tmp_path / "checkpoint3.pt", tmp_path / "checkpoint_last.pt")
+        written.append("all")
+
+    class Trainer:
+        cfg = task = None
+
+        def get_num_updates(self):
+            return 42
+
+    cfg = type("Cfg", (), {"save_dir": str(tmp_path)})()
+    saved = entry_checks._recorded_save(save_checkpoint)
+    command_output.LAST_SAVED.clear()
+    with pytest.raises(KeyboardInterrupt):
+        saved(cfg, Trainer(), None, None)
+    assert written == ["all"]
+    assert (tmp_path / "checkpoint_last.pt").read_bytes() == b"x" * 1000
+    assert command_output.LAST_SAVED["num_updates"] == 42
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_without_ctrl_c_a_held_block_runs_and_returns_as_it_is():
+    with command_output.interrupts_held("nothing"):
+        value = 1 + 1
+    assert value == 2 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_during_fairseq_train_before_its_first_checkpoint_is_one_line(multi30k_slice, tmp_path):
+    """The existing test (test_refusals.py) interrupts after a checkpoint; this one as the model is being built."""
+    save = tmp_path / "ck"
+    proc = interrupted(tiny_train(multi30k_slice, str(save), "transformer_surface_fusion", max_update=100000),
+                       r"num\. shared model params", delay=0.0)
+    assert proc.marker_seen and proc.returncode == 130, output_tail(proc)
+    assert "Traceback" not in proc.stdout, output_tail(proc)
+    assert proc.stdout.strip().splitlines()[-1].startswith("fairseq-fusion: interrupted"), output_tail(proc)
