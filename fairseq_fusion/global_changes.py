@@ -191,6 +191,10 @@ CHANGES = [
     Change("fairseq.checkpoint_utils.load_checkpoint", "a missing --restore-file: one line naming the flag",
            "command", "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "wrap guards.command_paths._checked_restore", sources=src("08e4fa03a2ab|67d83ee6ab6c")),
+    Change("fairseq.trainer.Trainer.train_step", "divergence (NaN/Inf gradients, fp16's minimum loss scale): one "
+           "line naming the update and the likely flags, not FloatingPointError or the StopIteration of fairseq's "
+           "NanDetector", "command", "tests/test_interruptions.py::test_divergence_is_one_line_naming_the_update_and_"
+           "the_flags", "wrap guards.stop_conditions._named_divergence", sources=src("8cbf0406b1fe")),
     Change("fairseq.binarizer.FileBinarizer.multiprocess_dataset", "fairseq-preprocess's splits written whole: an "
            "interrupted or failed run leaves no cut .bin or .idx, nor one over an earlier split", "command",
            "tests/test_interruptions.py::test_ctrl_c_in_fairseq_preprocess_with_workers_is_one_line_and_leaves_no_"
@@ -199,7 +203,8 @@ CHANGES = [
            "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "wrap guards.command_paths._named_split", sources=src("ef508aa258b6")),
     Change("fairseq_cli.train.add_defaults", "a training locks its --save-dir until it ends: a second one into it is "
-           "one line naming the holder (a missing batch size is refused there first: fairseq-hydra-train)", "command",
+           "one line naming the holder (a missing batch size and a budget no limit of fairseq's reads are refused "
+           "there first)", "command",
            "tests/test_save_dir_lock.py::test_a_second_training_into_a_held_folder_is_one_line_and_touches_nothing",
            "on-import guards.save_dir_lock.patch_train", sources=src("b0757f9630c2", "2a1b822cd8f5|60ff9dfe7b8c"), also=("fairseq_cli.train.main",)),
     Change("fairseq_cli.generate.main", "an unusable --results-path: one line; its file written whole when the run "

@@ -23,7 +23,8 @@ import pytest
 from cli_runner import BIN, command_state, entry_point, output_tail
 from conftest import REPO, run_cli
 from conftest import tiny_train_args as tiny_train
-from fairseq_fusion.guards import command_output, entry_checks
+from fairseq_fusion.errors import PREFIX
+from fairseq_fusion.guards import command_output, entry_checks, stop_conditions
 
 USER_DIR = os.path.join(REPO, "fairseq_fusion")
 INTERRUPTED = re.compile(r"^fairseq-fusion: interrupted; (\S+) stopped before it finished$")
@@ -275,3 +276,94 @@ def test_ctrl_c_during_fairseq_train_before_its_first_checkpoint_is_one_line(mul
     assert proc.marker_seen and proc.returncode == 130, output_tail(proc)
     assert "Traceback" not in proc.stdout, output_tail(proc)
     assert proc.stdout.strip().splitlines()[-1].startswith("fairseq-fusion: interrupted"), output_tail(proc)
+
+
+# ------------------------------------------------------------------------------------------------ budgets
+
+@pytest.mark.parametrize("flag, value", [("--stop-time-hours", "-1"), ("--stop-time-hours", "nan"),
+                                         ("--stop-time-hours", "inf"), ("--max-update", "-5"),
+                                         ("--max-epoch", "-1")])
+def test_a_training_budget_without_a_meaning_is_one_line_naming_it(multi30k_slice, tmp_path, flag, value):
+    args = tiny_train(multi30k_slice, str(tmp_path / "ck"), "fusion_transformer")
+    if flag in args:
+        args[args.index(flag) + 1] = value
+    else:
+        args += [flag, value]
+    proc = run_cli(args, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, output_tail(proc)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(PREFIX + f"{flag} {value}"), output_tail(proc)
+    assert "0 (fairseq's no limit)" in last
+    assert not os.path.exists(tmp_path / "ck" / "checkpoint_last.pt")
+
+
+def test_usage_documents_fairseqs_no_limit_budgets():
+    with open(os.path.join(REPO, "docs", "usage.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## Ctrl-C, and when a training stops"):]
+    for flag in ("--max-update 0", "--max-epoch 0", "--stop-time-hours 0", "--patience", "--stop-min-lr"):
+        assert flag in section, flag
+
+
+@pytest.mark.parametrize("cmd, flag", [
+    (["fusion-compare", "{data}", "--system", "transformer", "--max-minutes", "0", "--target-lang", "de",
+      "--work", "{work}"], "--max-minutes 0"),
+    (["fusion-compare", "{data}", "--system", "transformer", "--max-minutes", "nan", "--target-lang", "de",
+      "--work", "{work}"], "--max-minutes nan"),
+    (["fusion-compare", "{data}", "--system", "transformer", "--max-minutes", "inf", "--target-lang", "de",
+      "--work", "{work}"], "--max-minutes inf"),
+    (["fusion-compare", "{data}", "--system", "transformer", "--max-update", "0", "--target-lang", "de",
+      "--work", "{work}"], "--max-update 0"),
+    (["fusion-gpu-check", "--device", "cpu", "--dtypes", "fp32", "--budget-minutes", "nan", "--work", "{work}", "--out", "{work}/r"],
+     "--budget-minutes nan"),
+    (["fusion-gpu-speed", "--device", "cpu", "--dtypes", "fp32", "--budget-minutes", "inf", "--work", "{work}", "--out", "{work}/r"],
+     "--budget-minutes inf"),
+    (["fusion-information-probe", "--path", "{work}/c.pt", "--out", "{work}/o", "--max-epochs", "0"], "--max-epochs 0"),
+    (["fusion-information-probe", "--path", "{work}/c.pt", "--out", "{work}/o", "--patience", "0"], "--patience 0"),
+    (["fusion-lexical-probe", "--path", "{work}/c.pt", "--out", "{work}/o", "--max-epochs", "-1"], "--max-epochs -1"),
+])
+def test_a_tools_budget_without_a_meaning_is_one_line_naming_it(tmp_path, cmd, flag):
+    work = tmp_path / "work"
+    cmd = [part.format(data=str(tmp_path), work=str(work)) for part in cmd]
+    proc = run_cli(cmd, cwd=str(tmp_path), check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, output_tail(proc)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(PREFIX) and flag in last and "no 'no limit' value" in last, output_tail(proc)
+    assert not work.exists() or all(n.endswith(".lock") for n in os.listdir(work))  # the --out lock's file stays
+
+
+# ------------------------------------------------------------------------------------------------ divergence
+
+@pytest.mark.parametrize("arch", ["fusion_transformer", "transformer"])
+def test_divergence_is_one_line_naming_the_update_and_the_flags(multi30k_slice, tmp_path, arch):
+    """--lr 1e20: the third update's gradients are NaN (fairseq: FloatingPointError, then its NanDetector's re-run
+    ends in StopIteration on the encoders' dict output)."""
+    args = tiny_train(multi30k_slice, str(tmp_path / "ck"), arch, max_update=50)
+    args[args.index("--lr") + 1] = "1e20"
+    proc = run_cli(args, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr + proc.stdout, output_tail(proc)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.match(re.escape(PREFIX) + r"training diverged at update \d+: the loss or its gradients are NaN or "
+                    r"infinite; try a lower --lr \(now 1e\+20\), a longer --warmup-updates \(now 4\), --clip-norm",
+                    last), output_tail(proc)
+    assert f"{tmp_path}/ck/crash.pt" in last
+
+
+def test_fp16s_minimum_loss_scale_is_named_with_its_flag():
+    """fairseq's other divergence, fp16's loss scale at its floor (DynamicLossScaler), worded with its flags."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"optimization": {"lr": [0.0005], "clip_norm": 0.0}, "lr_scheduler": {"warmup_updates": 4000},
+                            "checkpoint": {"save_dir": "/nonexistent"},
+                            "common": {"fp16": True, "bf16": False, "min_loss_scale": 0.0001}})
+    trainer = type("Trainer", (), {"cfg": cfg})()
+    error = FloatingPointError("Minimum loss scale reached (0.0001). Your loss is probably exploding. Try lowering the "
+                               "learning rate, using gradient clipping or increasing the batch size.")
+    line = stop_conditions.divergence_line(error, trainer, 1234)
+    assert line == ("training diverged at update 1234: the fp16 loss scale fell to --min-loss-scale 0.0001, the loss "
+                    "overflows fp16 at every scale; try a lower --lr (now 0.0005), a longer --warmup-updates (now 4000), "
+                    "--clip-norm 0.1 (now none), --bf16, or fp32 (no --fp16)")
+    stop = StopIteration()
+    stop.__context__ = error
+    assert stop_conditions._divergence(stop) is error
+    assert stop_conditions._divergence(StopIteration()) is None
