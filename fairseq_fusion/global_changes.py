@@ -195,6 +195,11 @@ CHANGES = [
            "line naming the update and the likely flags, not FloatingPointError or the StopIteration of fairseq's "
            "NanDetector", "command", "tests/test_interruptions.py::test_divergence_is_one_line_naming_the_update_and_"
            "the_flags", "wrap guards.stop_conditions._named_divergence", sources=src("8cbf0406b1fe")),
+    Change("fairseq.models.fairseq_model.BaseFairseqModel.prepare_for_inference_", "--retain-dropout-modules "
+           "names no dropout module of the model answers to (fairseq keeps dropout off there, or on where the name is "
+           "part of the text), and the names without --retain-dropout: one line", "command",
+           "tests/test_interruptions.py::test_retain_dropout_modules_naming_no_module_is_one_line",
+           "wrap guards.module_names._checked_prepare", sources=src("76486e271371")),
     Change("fairseq.binarizer.FileBinarizer.multiprocess_dataset", "fairseq-preprocess's splits written whole: an "
            "interrupted or failed run leaves no cut .bin or .idx, nor one over an earlier split", "command",
            "tests/test_interruptions.py::test_ctrl_c_in_fairseq_preprocess_with_workers_is_one_line_and_leaves_no_"

@@ -9,6 +9,7 @@ group. Every case has a time limit (``time_limit``; the processes' own waits are
 """
 import filecmp
 import gzip
+import inspect
 import os
 import re
 import shutil
@@ -19,12 +20,14 @@ import time
 from importlib import metadata
 
 import pytest
+import torch
 
 from cli_runner import BIN, command_state, entry_point, output_tail
-from conftest import REPO, run_cli
+from conftest import REPO, SMALL_MODEL_ARGS, build_model, run_cli, write_dicts
 from conftest import tiny_train_args as tiny_train
 from fairseq_fusion.errors import PREFIX
 from fairseq_fusion.guards import command_output, entry_checks, stop_conditions
+from fairseq_fusion.models import dropout_names
 
 USER_DIR = os.path.join(REPO, "fairseq_fusion")
 INTERRUPTED = re.compile(r"^fairseq-fusion: interrupted; (\S+) stopped before it finished$")
@@ -367,3 +370,93 @@ def test_fp16s_minimum_loss_scale_is_named_with_its_flag():
     stop.__context__ = error
     assert stop_conditions._divergence(stop) is error
     assert stop_conditions._divergence(StopIteration()) is None
+
+
+# ------------------------------------------------------------------------------------------------ module names
+
+def dropout_on(arch, value, data):
+    """The module paths whose dropout fairseq-generate's --retain-dropout [--retain-dropout-modules VALUE] keeps on."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.modules import FairseqDropout
+
+    model, _, _ = build_model(data, arch, *SMALL_MODEL_ARGS, "--dropout", "0.1", "--attention-dropout", "0.1",
+                              "--activation-dropout", "0.1")
+    flags = ["--retain-dropout"] + (["--retain-dropout-modules", value] if value is not None else [])
+    gen = options.parse_args_and_arch(options.get_generation_parser(), [data, "-s", "src", "-t", "tgt", *flags])
+    # fairseq's own prepare_for_inference_: this process may have run a command in-process, whose check of the names
+    # (module_names.py, tested below) would refuse the ones that keep nothing on
+    inspect.unwrap(type(model).prepare_for_inference_)(model, convert_namespace_to_omegaconf(gen))
+    return model, sorted(n for n, m in model.named_modules() if isinstance(m, FairseqDropout) and m.apply_during_inference)
+
+
+PLUGIN_ARCHS = ["fusion_transformer", "transformer_lexical_shortcuts", "transformer_multilayer_attention"]
+
+
+@pytest.mark.parametrize("value", ["TransformerEncoderLayerBase", "TransformerDecoderLayerBase", "MultiheadAttention",
+                                   "TransformerEncoder", "TransformerDecoder,MultiheadAttention",
+                                   "TransformerEncoderLayer", None])
+@pytest.mark.parametrize("arch", PLUGIN_ARCHS)
+def test_monte_carlo_dropout_keeps_the_named_modules_on_as_for_transformer(tmp_path, arch, value):
+    """The same module paths on as fairseq's transformer, by fairseq's own test on the command line's text (where
+    ``TransformerEncoderLayer`` keeps only the encoder's embedding dropout on: ``TransformerEncoder`` is in it)."""
+    data = write_dicts(tmp_path, 20)
+    _, theirs = dropout_on("transformer", value, data)
+    model, ours = dropout_on(arch, value, data)
+    assert theirs, "the control: fairseq's transformer keeps some dropout on"
+    assert ours == theirs
+
+
+def test_monte_carlo_dropout_is_on_where_kept_and_off_elsewhere(tmp_path):
+    """Two passes of a plugin arch in inference mode differ where the decoder layers keep dropout on, and agree
+    without (the flags' effect, not only their record)."""
+    data = write_dicts(tmp_path, 20)
+    tokens = torch.tensor([[5, 6, 7, 2]])
+    outputs = {}
+    for value in ("TransformerDecoderLayerBase", "NoSuchModuleName"):
+        model, _ = dropout_on("transformer_lexical_shortcuts", value, data)
+        passes = [model(tokens, torch.tensor([4]), tokens)[0] for _ in range(2)]
+        outputs[value] = torch.equal(*passes)
+    assert outputs == {"TransformerDecoderLayerBase": False, "NoSuchModuleName": True}
+
+
+def test_the_plugins_own_class_names_keep_their_modules_on(tmp_path):
+    data = write_dicts(tmp_path, 20)
+    _, on = dropout_on("fusion_transformer", "FusionDecoderLayer", data)
+    assert on and all(name.startswith("decoder.layers.") for name in on)
+
+
+def test_every_dropout_module_of_every_arch_answers_to_a_name(tmp_path):
+    """A new plugin class that builds a dropout under its own class name, and plays a fairseq module's part, needs
+    its fairseq name in dropout_names.FAIRSEQ_NAMES (or is a technique's own module)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.modules import FairseqDropout
+
+    data = write_dicts(tmp_path, 20)
+    model, _, _ = build_model(data, "transformer", *SMALL_MODEL_ARGS)
+    fairseq_names = {m.module_name for m in model.modules() if isinstance(m, FairseqDropout)}
+    known = fairseq_names | set(dropout_names.FAIRSEQ_NAMES) | set(dropout_names.TECHNIQUE_ONLY)
+    unknown = {}
+    archs = sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m.__module__.startswith("fairseq_fusion"))
+    assert len(archs) > 30
+    for arch in archs:
+        model, _, _ = build_model(data, arch, *SMALL_MODEL_ARGS)
+        names = {m.module_name for m in model.modules() if isinstance(m, FairseqDropout)}
+        if names - known:
+            unknown[arch] = sorted(names - known)
+    assert not unknown, unknown
+
+
+def test_retain_dropout_modules_naming_no_module_is_one_line(multi30k_slice, tiny_checkpoint):
+    base = ["fairseq-generate", multi30k_slice, "--user-dir", USER_DIR, "--path", tiny_checkpoint, "--cpu",
+            "--gen-subset", "test", "--max-sentences", "8", "--num-shards", "100", "--shard-id", "0", "--beam", "2",
+            "--max-len-a", "0", "--max-len-b", "3"]
+    proc = run_cli(base + ["--retain-dropout", "--retain-dropout-modules", "TransformerEncoderLayer"], check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, output_tail(proc)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(PREFIX + "--retain-dropout-modules: no dropout module of this model") and \
+        "named TransformerEncoderLayer," in last and "TransformerEncoderLayerBase" in last, last
+    proc = run_cli(base + ["--retain-dropout-modules", "MultiheadAttention"], check=False)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "without --retain-dropout" in last, output_tail(proc)
+    run_cli(base + ["--retain-dropout", "--retain-dropout-modules", "TransformerDecoderLayerBase"])
