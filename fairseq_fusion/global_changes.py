@@ -138,9 +138,13 @@ CHANGES = [
            "empty", "wrap guards.input_checks._hub_generate", sources=src("1dac4338c808"),
            covers="guards.plugin_models.hub_is_plugin"),
     # a command-line run: how it reports, and what it checks for every model
-    Change("sys.excepthook", "a refusal (FusionError) and Ctrl-C in a training print one line, not a traceback",
-           "command", "tests/test_refusals.py::test_fairseq_train_names_a_missing_data_folder",
+    Change("sys.excepthook", "a refusal (FusionError) prints one line, not a traceback; Ctrl-C one line and exit "
+           "status 130", "command", "tests/test_refusals.py::test_fairseq_train_names_a_missing_data_folder",
            "guards.command_output.install_excepthook"),
+    Change("os.register_at_fork", "the processes a command-line run forks (fairseq-preprocess's workers) end on "
+           "Ctrl-C without a traceback of their own", "command",
+           "tests/test_interruptions.py::test_ctrl_c_in_fairseq_preprocess_with_workers_is_one_line_and_leaves_no_"
+           "half_written_file", "guards.command_output.quiet_children"),
     Change("warnings.showwarning", "a FusionWarning prints as one line `fairseq-fusion: warning: ...`", "command",
            "tests/test_input_warnings.py::test_generate_leaves_empty_sources_empty_and_says_which",
            "guards.command_output.install_warnings"),
@@ -169,7 +173,7 @@ CHANGES = [
            "language direction", "command", "tests/test_input_warnings.py::test_interactive_other_direction_than_the_"
            "checkpoint_warns", "wrap guards.entry_checks._checked_ensemble", sources=src("13d16e9ecb84|ec3c89ea1146")),
     Change("fairseq.checkpoint_utils.save_checkpoint", "records the languages trained and the last checkpoint saved "
-           "(Ctrl-C message)", "command", "tests/test_input_warnings.py::test_interactive_other_direction_than_the_"
+           "(Ctrl-C message); Ctrl-C waits until the checkpoint and its copies are written whole", "command", "tests/test_input_warnings.py::test_interactive_other_direction_than_the_"
            "checkpoint_warns", "wrap guards.entry_checks._recorded_save", sources=src("61513534b9b3|6d723b0b350a")),
     Change("fairseq.tasks.translation.TranslationTask.setup_task", "a missing data folder or dictionary: one line",
            "command", "tests/test_refusals.py::test_fairseq_train_names_a_missing_data_folder",
@@ -187,11 +191,25 @@ CHANGES = [
     Change("fairseq.checkpoint_utils.load_checkpoint", "a missing --restore-file: one line naming the flag",
            "command", "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "wrap guards.command_paths._checked_restore", sources=src("08e4fa03a2ab|67d83ee6ab6c")),
+    Change("fairseq.trainer.Trainer.train_step", "divergence (NaN/Inf gradients, fp16's minimum loss scale): one "
+           "line naming the update and the likely flags, not FloatingPointError or the StopIteration of fairseq's "
+           "NanDetector", "command", "tests/test_interruptions.py::test_divergence_is_one_line_naming_the_update_and_"
+           "the_flags", "wrap guards.stop_conditions._named_divergence", sources=src("8cbf0406b1fe")),
+    Change("fairseq.models.fairseq_model.BaseFairseqModel.prepare_for_inference_", "--retain-dropout-modules "
+           "names no dropout module of the model answers to (fairseq keeps dropout off there, or on where the name is "
+           "part of the text), and the names without --retain-dropout: one line", "command",
+           "tests/test_interruptions.py::test_retain_dropout_modules_naming_no_module_is_one_line",
+           "wrap guards.module_names._checked_prepare", sources=src("76486e271371")),
+    Change("fairseq.binarizer.FileBinarizer.multiprocess_dataset", "fairseq-preprocess's splits written whole: an "
+           "interrupted or failed run leaves no cut .bin or .idx, nor one over an earlier split", "command",
+           "tests/test_interruptions.py::test_ctrl_c_in_fairseq_preprocess_with_workers_is_one_line_and_leaves_no_"
+           "half_written_file", "wrap guards.command_paths._binarized_whole func", sources=src("6eace681e747")),
     Change("fairseq.tasks.translation.TranslationTask.load_dataset", "a missing split: one line naming it", "command",
            "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "wrap guards.command_paths._named_split", sources=src("ef508aa258b6")),
     Change("fairseq_cli.train.add_defaults", "a training locks its --save-dir until it ends: a second one into it is "
-           "one line naming the holder (a missing batch size is refused there first: fairseq-hydra-train)", "command",
+           "one line naming the holder (a missing batch size and a budget no limit of fairseq's reads are refused "
+           "there first)", "command",
            "tests/test_save_dir_lock.py::test_a_second_training_into_a_held_folder_is_one_line_and_touches_nothing",
            "on-import guards.save_dir_lock.patch_train", sources=src("b0757f9630c2", "2a1b822cd8f5|60ff9dfe7b8c"), also=("fairseq_cli.train.main",)),
     Change("fairseq_cli.generate.main", "an unusable --results-path: one line; its file written whole when the run "

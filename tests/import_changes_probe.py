@@ -11,12 +11,14 @@ import importlib
 import inspect
 import json
 import logging
+import os
+import signal
 import sys
 import warnings
 
 import torch
 
-FAIRSEQ = ["fairseq", "fairseq.checkpoint_utils", "fairseq.options", "fairseq.tasks", "fairseq.tasks.translation",
+FAIRSEQ = ["fairseq", "fairseq.binarizer", "fairseq.checkpoint_utils", "fairseq.options", "fairseq.tasks", "fairseq.tasks.translation",
            "fairseq.trainer", "fairseq.search", "fairseq.sequence_generator", "fairseq.data", "fairseq.data.data_utils",
            "fairseq.ngram_repeat_block", "fairseq.optim.fp16_optimizer", "fairseq.hub_utils", "fairseq.models",
            "fairseq.models.transformer", "fairseq.models.distributed_fairseq_model", "fairseq_cli.train",
@@ -57,12 +59,27 @@ def settings():
             "torch.backends.cudnn.deterministic": torch.backends.cudnn.deterministic,
             "torch.backends.cuda.matmul.allow_tf32": cuda.matmul.allow_tf32,
             "torch.get_default_dtype": torch.get_default_dtype()}
+    seen["os.register_at_fork"] = forked_child_sigint()
     for flag in ("cudnn_sdp_enabled", "flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled"):
         seen[f"torch.backends.cuda.{flag}"] = getattr(cuda, flag)()
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if isinstance(logger, logging.Logger):
             seen[f"logging.getLogger({name!r}).filters"] = list(logger.filters)
     return seen
+
+
+def forked_child_sigint():
+    """What Ctrl-C does in a process this one forks (``os.register_at_fork`` hooks are not listed anywhere)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, getattr(signal.getsignal(signal.SIGINT), "__qualname__", "?").encode())
+        os._exit(0)
+    os.close(w)
+    found = os.read(r, 200).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    return found
 
 
 def differ(before, after):

@@ -22,6 +22,10 @@ WARNINGS = [
     (UserWarning, r"\nThe version_base parameter is not specified", r"hydra\."),
     (UserWarning, r"\nThe strict flag in the compose API is deprecated", r"hydra\."),
     (UserWarning, r"In 'config': Usage of deprecated keyword in package header '# @package _group_'", r"hydra\."),
+    # fairseq's NanDetector (the re-run of a diverged training step) registers torch's deprecated non-full backward
+    # hooks, once per module; the step's one line follows (guards/stop_conditions.py)
+    (FutureWarning, r"Using non-full backward hooks on a Module that does not return a single Tensor",
+     r"torch\.nn\.modules\.module"),
     # fairseq's config.yaml shares its name with fairseq's schema; hydra attributes this to whichever frame
     # called fairseq's conversion (fairseq, a test, a fusion-* tool), so it is matched by its message alone
     (UserWarning, r"\n'config' is validated against ConfigStore schema with the same name", ""),

@@ -10,7 +10,10 @@ fairseq raises ``NotADirectoryError``, ``PermissionError`` or ``FileNotFoundErro
 - ``--input`` (fairseq-interactive) missing or a folder;
 - a split a translation data folder lacks (``--train-subset``, ``--valid-subset``, ``--gen-subset``);
 - a ``--restore-file`` that does not exist (fairseq trains from scratch without a word), a missing
-  ``--finetune-from-model`` or both given (fairseq's ``ValueError`` tracebacks).
+  ``--finetune-from-model`` or both given (fairseq's ``ValueError`` tracebacks);
+- fairseq-preprocess's binarized splits (``SPLIT.SRC-TGT.LANG.bin`` / ``.idx`` in ``--destdir``, alignments too): each
+  written under a temporary name and renamed into place when whole, so an interrupted or failed run leaves no cut
+  ``.bin`` beside an ``.idx`` (nor over an earlier run's split), and no workers' part files.
 
 And ``--user-dir`` naming this plugin's folder by another path (a link to it, ``..`` in it) in a process that has
 imported the plugin already (a notebook, the hub, fairseq's ``main`` called in-process): the plugin, not the
@@ -18,6 +21,7 @@ imported the plugin already (a notebook, the hub, fairseq's ``main`` called in-p
 """
 import errno
 import functools
+import glob
 import os
 import shutil
 import tempfile
@@ -167,3 +171,44 @@ def _interactive_checked(main, cfg):
         return main(cfg)
 
     return checked_search(cfg, run)
+
+
+def _binarized_whole(multiprocess_dataset):
+    """``FileBinarizer.multiprocess_dataset`` (fairseq-preprocess, one split and language) into
+    ``.OUTPUT.partial`` beside ``OUTPUT``: its ``.bin`` and ``.idx`` (and its workers' part files, PREFIX1.bin, ...)
+    are written there and renamed to ``OUTPUT.bin`` / ``OUTPUT.idx`` when whole (Ctrl-C held back between the two
+    renames); on any error or Ctrl-C its workers are stopped and its files removed, and an earlier split of that name
+    stays as it was."""
+    from .command_output import interrupts_held
+
+    @functools.wraps(multiprocess_dataset)
+    def wrapper(cls, input_file, dataset_impl, binarizer, output_prefix, *args, **kwargs):
+        folder, name = os.path.split(output_prefix)
+        partial = os.path.join(folder, f".{name}.partial")
+        try:
+            summary = multiprocess_dataset(cls, input_file, dataset_impl, binarizer, partial, *args, **kwargs)
+            with interrupts_held(f"writing {output_prefix}.bin and .idx"):
+                for ext in ("bin", "idx"):  # the index last: a reader that finds it finds its data
+                    if os.path.exists(f"{partial}.{ext}"):
+                        os.replace(f"{partial}.{ext}", f"{output_prefix}.{ext}")
+            return summary
+        except BaseException:
+            _stop_pool_workers()  # a worker still binarizing would write its part file after the removal below
+            raise
+        finally:
+            for leftover in glob.glob(glob.escape(partial) + "*"):
+                if os.path.isfile(leftover):
+                    os.remove(leftover)
+
+    wrapper.patched_by_fairseq_fusion = True
+    return classmethod(wrapper)
+
+
+def _stop_pool_workers():
+    import multiprocessing
+
+    workers = [p for p in multiprocessing.active_children() if "PoolWorker" in p.name]
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(5)

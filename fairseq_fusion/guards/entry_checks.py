@@ -19,7 +19,7 @@ import re
 
 from . import dictionary_check, vocabulary_sizes
 from .checkpoint_files import check_checkpoint_file, is_local, read_checkpoint
-from .command_output import LAST_SAVED
+from .command_output import LAST_SAVED, interrupts_held
 from ..errors import FusionError, warn
 
 
@@ -167,17 +167,25 @@ def record_languages(trainer):
 
 
 def _recorded_save(save_checkpoint):
+    """fairseq's save with Ctrl-C held back until it has finished: its checkpoint and the copies it makes of it
+    (``checkpoint_last.pt``, ``checkpoint_best.pt``: ``shutil`` copies, not atomic) are written whole, and the Ctrl-C
+    line names the update they hold."""
     @functools.wraps(save_checkpoint)
     def wrapper(cfg, trainer, epoch_itr, val_loss):
         record_languages(trainer)
-        result = save_checkpoint(cfg, trainer, epoch_itr, val_loss)
-        last = os.path.join(cfg.save_dir, "checkpoint_last.pt")
-        if os.path.exists(last):
-            LAST_SAVED.update(save_dir=cfg.save_dir, path=last, num_updates=trainer.get_num_updates())
+        with interrupts_held("the checkpoint being saved"):
+            result = save_checkpoint(cfg, trainer, epoch_itr, val_loss)
+            _record_last(cfg, trainer)
         return result
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper
+
+
+def _record_last(cfg, trainer):
+    last = os.path.join(cfg.save_dir, "checkpoint_last.pt")
+    if os.path.exists(last):
+        LAST_SAVED.update(save_dir=cfg.save_dir, path=last, num_updates=trainer.get_num_updates())
 
 
 def check_data_folder(data, source_lang=None, target_lang=None):

@@ -18,7 +18,7 @@ from .attention_kernels import without_cudnn_attention
 from .. import compile_training, fusion_options, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
-from . import torchscript
+from . import dropout_names, torchscript
 from ..seams import OutputFusion
 
 
@@ -124,6 +124,12 @@ class FusionTransformerModel(TransformerModel):
         if fusion is None:
             return super().get_normalized_probs(net_output, log_probs, sample)
         return fusion.get_normalized_probs(net_output, log_probs)
+
+    def make_generation_fast_(self, **kwargs):
+        """fairseq's (``prepare_for_inference_``); ``--retain-dropout-modules`` names fairseq's module classes, which
+        the plugin's modules answer to as fairseq's do (``dropout_names.py``)."""
+        super().make_generation_fast_(**kwargs)
+        dropout_names.retain_as_fairseq(self, **kwargs)
 
     def __prepare_scriptable__(self):
         """``torch.jit.script``: fairseq's transformer classes over these parameters, or a one-line refusal of a

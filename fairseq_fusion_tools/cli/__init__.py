@@ -12,6 +12,10 @@ unreadable, not UTF-8, an output folder that cannot be written) is said in one l
 (``fairseq_fusion_tools/user_files.py``); the same errors on paths the user did not give keep their traceback.
 And it is where every command line is checked, once parsed and before any work, for an output that would lose what
 the user gave (an input, a running training's folder, a folder the command did not make: ``path_roles.py``).
+
+Ctrl-C, from a command's first line on, is one line ``fairseq-fusion: interrupted; fusion-NAME stopped before it
+finished`` with exit status 130 (the plugin's hook, ``fairseq_fusion/guards/command_output.py``, says the same once
+the command has loaded the plugin; this one covers the imports before).
 """
 import argparse
 import os
@@ -39,9 +43,37 @@ def missing_stack_line(missing):
             "make install does both)")
 
 
+def command():
+    """The ``fusion-*`` command this process runs (console script or ``python -m``), else None."""
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if prog.startswith("fusion-"):
+        return prog
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    module = spec.name if spec is not None else ""
+    if module.startswith(__name__ + "."):
+        return "fusion-" + module.rsplit(".", 1)[1].replace("_", "-")
+    return None
+
+
+def interrupted():
+    """Ctrl-C in a ``fusion-*`` command before it loaded the plugin: the line ``command_output`` says after, exit 130
+    (``os._exit``: the interpreter's teardown would wait for the threads the imports started)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while this is said
+    try:
+        print(f"\nfairseq-fusion: interrupted; {command()} stopped before it finished", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+    except BaseException:  # noqa: BLE001 - a closed stream: the status is still Ctrl-C's
+        pass
+    os._exit(130)
+
+
 def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
     top = (getattr(exc, "name", None) or "").split(".")[0]
     verbose = user_files.shows_tracebacks()
+    if issubclass(exc_type, KeyboardInterrupt) and command() and not verbose:
+        interrupted()
     # only where torch or fairseq itself is missing: a module missing inside an installed one is a bug (traceback)
     missing = missing_stack() if issubclass(exc_type, ModuleNotFoundError) and top in STACK and not verbose else []
     if missing:

@@ -32,6 +32,7 @@ import sys
 import time
 
 from .. import atomic_files
+from ..budgets import check_positive
 from ..user_files import fail
 
 STAGES = ("profile", "overhead", "compile", "benchmark")
@@ -97,10 +98,11 @@ def check_args(args):
         max_tokens = []
     if not max_tokens or min(max_tokens) < 1:
         fail(f"--max-tokens {args.max_tokens}: expected comma-separated positive integers, e.g. 4096,16384")
+    check_positive("--budget-minutes", args.budget_minutes, "minutes")
     if min(args.rounds, args.updates, args.profile_steps, args.decode_sentences, args.decode_length) < 1 \
-            or min(args.warmup_updates, args.compile_warmup_steps) < 0 or args.budget_minutes <= 0:
-        fail("--rounds, --updates, --profile-steps, --decode-sentences, --decode-length and --budget-minutes must be "
-             "positive, --warmup-updates and --compile-warmup-steps 0 or more")
+            or min(args.warmup_updates, args.compile_warmup_steps) < 0:
+        fail("--rounds, --updates, --profile-steps, --decode-sentences and --decode-length must be positive, "
+             "--warmup-updates and --compile-warmup-steps 0 or more")
     if args.compile_updates <= args.compile_warmup_steps:
         fail(f"--compile-updates {args.compile_updates}: expected more than --compile-warmup-steps "
              f"({args.compile_warmup_steps}), the updates left out of the timing")

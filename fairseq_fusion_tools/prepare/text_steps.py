@@ -7,6 +7,7 @@ import os
 from .. import data_paths
 from ..progress import progress
 from fairseq_fusion.guards import text_files
+from fairseq_fusion.guards.command_output import interrupts_held
 from fairseq_fusion_tools.user_files import fail
 from fairseq_fusion.encoders.bpe_tools import bpe_applier
 from fairseq_fusion.encoders.text_pipeline import CJK_LANGS, chinese_segmenter, punctuation_normalizer
@@ -58,7 +59,27 @@ def _worker_pool():
     waits forever (seen: fusion-prepare-text run inside a pytest-xdist worker)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
+    _start_fork_server_without_ctrl_c()
     return context
+
+
+def _start_fork_server_without_ctrl_c():
+    """The fork server and the workers it forks ignore Ctrl-C (SIGINT, sent to the terminal's whole process group):
+    this process, the command, reports it in one line and ends the pool (``with Pool``), where each of them would
+    print its own traceback (the server's while it imports this module, 4 s). The server keeps the Ctrl-C setting it
+    started with, and gives it to its workers; this process's own is back right after the start (a main thread's
+    only: elsewhere the server starts as it would)."""
+    import signal
+    import threading
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # A file of fewer lines is tokenized in this process: one process tokenizes about 20,000 Multi30k lines a second
@@ -78,7 +99,18 @@ def tokenize(lines, lang, workers, desc, normalize=False, segmenter="none", toke
     if workers <= 1 or len(lines) < POOL_MIN_LINES:
         _init_tokenizer(lang, normalize, segmenter)
         return [_tokenize(line) for line in progress(lines, total=len(lines), desc=desc)]
-    with _worker_pool().Pool(workers, initializer=_init_tokenizer, initargs=(lang, normalize, segmenter)) as pool:
+    # Ctrl-C waits until every worker has started: a worker the fork server is still starting would be left out of
+    # the pool's end (and fail on its gone semaphores, with a traceback)
+    started = []
+    try:
+        with interrupts_held("starting the tokenizer workers"):
+            started.append(_worker_pool().Pool(workers, initializer=_init_tokenizer,
+                                               initargs=(lang, normalize, segmenter)))
+    except KeyboardInterrupt:
+        for pool in started:
+            pool.terminate()
+        raise
+    with started[0] as pool:
         return list(progress(pool.imap(_tokenize, lines, chunksize=256), total=len(lines), desc=desc))
 
 
