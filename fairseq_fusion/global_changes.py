@@ -240,39 +240,16 @@ TOOLS = [
 _IN_COMMAND_LINE = []  # what the command-line run changed, once it is configured (command_line.configure)
 SKIPPED = []  # the changes skipped because fairseq's function is not the one they were written against
 
-# the console scripts of fairseq whose runs load the plugin with --user-dir, and their modules (python -m)
-FAIRSEQ_COMMANDS = {"fairseq-train": "fairseq_cli.train", "fairseq-generate": "fairseq_cli.generate",
-                    "fairseq-interactive": "fairseq_cli.interactive", "fairseq-validate": "fairseq_cli.validate",
-                    "fairseq-hydra-train": "fairseq_cli.hydra_train", "fairseq-preprocess": "fairseq_cli.preprocess",
-                    "fairseq-eval-lm": "fairseq_cli.eval_lm"}
-
-
-def command_name(argv, main_module):
-    """The command this process runs (``fairseq-train``, ``fusion-archs``, ...), from its program (``sys.argv[0]``)
-    or the module ``python -m`` ran; None in a program of the user's own."""
-    prog = os.path.basename(argv[0]) if argv and argv[0] else ""
-    if prog in FAIRSEQ_COMMANDS or prog.startswith("fusion-"):
-        return prog
-    spec = getattr(main_module, "__spec__", None)
-    module = spec.name if spec is not None else ""
-    for command, command_module in FAIRSEQ_COMMANDS.items():
-        if module == command_module:
-            return command
-    if module.startswith("fairseq_fusion_tools.cli."):
-        return "fusion-" + module.rsplit(".", 1)[1].replace("_", "-")
-    return None
-
-
 def in_command_line():
     """Whether this process is a command-line run of the plugin (``command_line.configure`` has run)."""
     return bool(_IN_COMMAND_LINE)
 
 
 def configure_if_command():
-    """The command-line run's changes where this process is one of the commands (``command_name``)."""
-    import sys
+    """The command-line run's changes where this process is one of the commands (``compat/process_command.py``)."""
+    from .compat.process_command import command_name
 
-    if not _IN_COMMAND_LINE and command_name(sys.argv, sys.modules.get("__main__")):
+    if not _IN_COMMAND_LINE and command_name():
         apply_in_command_line()
 
 

@@ -18,12 +18,11 @@ import sys
 import threading
 import warnings
 
+from ..compat.process_command import TRAINING, command_name
 from ..errors import FusionError, one_line_warnings, show_tracebacks
 
 # what a training run has saved last (set by the checkpoint hook in ``entry_checks``)
 LAST_SAVED = {}
-TRAINING = ("fairseq-train", "fairseq-hydra-train")
-TRAINING_MODULES = ("fairseq_cli.train", "fairseq_cli.hydra_train")
 
 
 def _argv_option(name, default=None):
@@ -38,23 +37,12 @@ def _argv_option(name, default=None):
 
 def is_training():
     """Whether this process is fairseq-train or fairseq-hydra-train (console script or ``python -m``)."""
-    prog = os.path.basename(sys.argv[0] if sys.argv else "")
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return prog.startswith(TRAINING) or (spec is not None and spec.name in TRAINING_MODULES)
+    return command_name() in TRAINING
 
 
 def command():
     """The command this process runs, for the Ctrl-C line (``fairseq-generate``, ``fusion-archs``, ...)."""
-    prog = os.path.basename(sys.argv[0] if sys.argv else "")
-    if prog.startswith(("fairseq-", "fusion-")):
-        return prog
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    module = spec.name if spec is not None else ""
-    if module.startswith("fairseq_cli."):
-        return "fairseq-" + module.split(".")[1].replace("_", "-")
-    if module.startswith("fairseq_fusion_tools.cli."):
-        return "fusion-" + module.rsplit(".", 1)[1].replace("_", "-")
-    return "the command"
+    return command_name() or "the command"
 
 
 def interrupted_message():
