@@ -220,9 +220,13 @@ CHANGES = [
            "warnings with line numbers", "command", "tests/test_input_warnings.py::test_interactive_empty_and_non_utf8_"
            "lines_warn_once_each_with_their_numbers", "on-import guards.command_mains.patch_interactive",
            sources=src("9d87c54cae78", "3b4339322a26"), also=("fairseq_cli.interactive.buffered_read",)),
+    Change("fairseq_cli.preprocess.main", "fairseq-preprocess's options in their domains, or one line naming the "
+           "first outside (option_checks.py)", "command",
+           "tests/test_option_domains.py::test_each_entry_point_refuses_a_value_outside_its_domain_in_one_line",
+           "on-import guards.command_mains.patch_preprocess", sources=src("3daeb2430920")),
     Change("fairseq.options.parse_args_and_arch", "--arch ARCH --help lists the technique flags; a mistyped arch "
-           "is one line", "command", "tests/test_arch_help.py::test_help_with_a_fusion_arch_lists_the_technique_flags_"
-           "under_their_titles", "wrap guards.arch_help._with_arch_help", sources=src("535ef0431681")),
+           "is one line; every option's value in its domain, or one line naming it (option_checks.py)", "command",
+           "tests/test_arch_help.py::test_help_with_a_fusion_arch_lists_the_technique_flags_under_their_titles", "wrap guards.arch_help._with_arch_help", sources=src("535ef0431681")),
 ]
 
 TOOLS = [

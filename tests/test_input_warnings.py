@@ -239,7 +239,7 @@ def test_hub_refuses_a_search_fairseq_cannot_run(multi30k_slice, tiny_checkpoint
     from fairseq_fusion.errors import FusionError
 
     mt = hub(multi30k_slice, tiny_checkpoint, bpe="prepared")
-    for kwargs, expected in (({"beam": 0}, "beam=0: expected 1 or more"), ({"beam": 2, "nbest": 0}, "nbest=0: "),
+    for kwargs, expected in (({"beam": 0}, "beam=0: expected a number of hypotheses the search keeps >= 1"), ({"beam": 2, "nbest": 0}, "nbest=0: "),
                              ({"beam": 2, "nbest": 3}, "nbest=3 with beam=2: the search keeps 2 hypotheses"),
                              ({"beam": 2, "min_len": 50, "max_len_a": 0, "max_len_b": 10}, "min_len=50 is more than")):
         with pytest.raises(FusionError) as e:

@@ -249,7 +249,7 @@ def test_the_tools_top_level_holds_packages_and_the_shared_modules():
     root = os.path.join(REPO, "fairseq_fusion_tools")
     entries = {e for e in os.listdir(root) if e != "__pycache__"}
     modules_ = {e for e in entries if e.endswith(".py")}
-    assert modules_ == {"__init__.py", "atomic_files.py", "budgets.py", "data_paths.py", "fairseq_runs.py",
+    assert modules_ == {"__init__.py", "atomic_files.py", "data_paths.py", "fairseq_runs.py",
                         "outputs.py", "path_roles.py", "progress.py", "user_files.py"}
     packages = entries - modules_
     assert all(os.path.isfile(os.path.join(root, p, "__init__.py")) for p in packages), packages

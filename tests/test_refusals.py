@@ -129,7 +129,7 @@ def test_hydra_train_refuses_in_one_line(multi30k_slice, tmp_path):
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if line.startswith(PREFIX)]
-    assert lines and "--surface-fusion-lambda" in lines[0] and "1.5" in lines[0], proc.stderr[-3000:]
+    assert lines and "model.surface_fusion_lambda=1.5: expected a weight in [0, 1]" in lines[0], proc.stderr[-3000:]
 
 
 def test_ctrl_c_during_training_names_the_checkpoint_to_resume_from(multi30k_slice, tmp_path):
@@ -352,7 +352,7 @@ def test_fairseq_generate_with_max_tokens_below_a_test_sentence_names_it(multi30
 def test_a_batch_limit_of_zero_or_less_is_one_line(multi30k_slice, checkpoint, tmp_path, flag, value):
     """fairseq ends in an IndexError on --max-tokens 0 or less, trains with no limit on --batch-size 0 and allocates
     the whole split on a negative one (30 GB for Multi30k): fairseq-train, -generate and -interactive refuse it."""
-    expected = (f"{flag} {value}: expected a positive number", "or leave the flag out")
+    expected = (f"{flag} {value}: expected a number of {'tokens' if 'tokens' in flag else 'sentences'} per batch >= 1",)
     proc = run_cli(tiny_train(multi30k_slice, str(tmp_path), "fusion_transformer", flag, value), check=False)
     one_line_refusal(proc, *expected)
     assert not os.listdir(tmp_path)
@@ -363,8 +363,9 @@ def test_a_batch_limit_of_zero_or_less_is_one_line(multi30k_slice, checkpoint, t
 
 
 @pytest.mark.parametrize("flags, expected", [
-    (["--beam", "0"], "--beam 0: expected 1 or more"), (["--beam", "-2"], "--beam -2: expected 1 or more"),
-    (["--nbest", "0"], "--nbest 0: expected 1 or more"),
+    (["--beam", "0"], "--beam 0: expected a number of hypotheses the search keeps >= 1"),
+    (["--beam", "-2"], "--beam -2: expected a number of hypotheses the search keeps >= 1"),
+    (["--nbest", "0"], "--nbest 0: expected a number of hypotheses printed per sentence >= 1"),
     (["--beam", "2", "--nbest", "3"], "--nbest 3 with --beam 2: the search keeps 2 hypotheses; give --nbest 2 or less"),
     (["--min-len", "50", "--max-len-a", "0", "--max-len-b", "10"], "--min-len 50 is more than --max-len-a 0.0 x the "
      "source length + --max-len-b 10 allows"),

@@ -18,6 +18,7 @@ import difflib
 import functools
 import sys
 
+from . import option_checks
 from ..errors import FusionError
 
 HELP = ("-h", "--help")
@@ -96,6 +97,10 @@ def _with_arch_help(parse_args_and_arch):
     def wrapper(parser, input_args=None, *args, **kwargs):
         argv = sys.argv[1:] if input_args is None else list(input_args)
         _one_line_errors(parser)
+        task = parser._option_string_actions.get("--task")
+        if task is not None and task.default is None and not any(a == "--task" or a.startswith("--task=") for a in argv):
+            raise FusionError(f"{parser.prog}: expected --task TASK, which this command has no default for "
+                              "(--task translation for the plugin's archs)")  # fairseq-validate: KeyError
         if "--arch" in parser._option_string_actions:
             from fairseq.models import ARCH_MODEL_REGISTRY
 
@@ -108,7 +113,9 @@ def _with_arch_help(parse_args_and_arch):
             elif _chooses_the_model(parser) and not parser.epilog:
                 parser.epilog = NO_ARCH_HINT
             _nested_groups_shown(parser)
-        return parse_args_and_arch(parser, input_args, *args, **kwargs)
+        parsed = parse_args_and_arch(parser, input_args, *args, **kwargs)
+        option_checks.check_namespace(parsed[0] if isinstance(parsed, tuple) else parsed, parser, argv=argv)
+        return parsed
 
     wrapper.patched_by_fairseq_fusion = True
     return wrapper

@@ -17,7 +17,7 @@ import functools
 import os
 import re
 
-from . import dictionary_check, vocabulary_sizes
+from . import dictionary_check, option_checks, vocabulary_sizes
 from .checkpoint_files import check_checkpoint_file, is_local, read_checkpoint
 from .command_output import LAST_SAVED, interrupts_held
 from ..errors import FusionError, warn
@@ -321,13 +321,9 @@ BATCH_LIMITS = ("max_tokens", "batch_size", "max_tokens_valid", "batch_size_vali
 
 def check_batch_limits(dataset):
     """--max-tokens / --batch-size (and their -valid twins) of 0 or less: fairseq ends in an IndexError (tokens),
-    ignores the limit (a batch size of 0) or allocates the whole split at once (a negative one)."""
-    for name in BATCH_LIMITS:
-        value = getattr(dataset, name, None)
-        if value is not None and int(value) <= 0:
-            flag = "--" + name.replace("_", "-")
-            raise FusionError(f"{flag} {value}: expected a positive number ({'tokens' if 'tokens' in name else 'sentences'} "
-                              "per batch), or leave the flag out")
+    ignores the limit (a batch size of 0) or allocates the whole split at once (a negative one). Their domains are
+    ``option_domains``'s."""
+    option_checks.check({name: getattr(dataset, name, None) for name in BATCH_LIMITS})
 
 
 def _named(name, hub):
@@ -338,12 +334,10 @@ def check_generation(generation, hub=False):
     """--beam and --nbest that fairseq's search meets with a traceback (0 or less: a reshape error, a negative
     dimension, a ZeroDivisionError) or with fewer hypotheses than asked (--nbest over --beam); ``hub``: named as the
     hub's keyword arguments (``beam=``)."""
+    option_checks.check({"beam": generation.beam, "nbest": generation.nbest},
+                         label=lambda name: _named(name, hub).strip())
     beam, nbest = int(generation.beam), int(generation.nbest)
     b, n = _named("beam", hub), _named("nbest", hub)
-    if beam < 1:
-        raise FusionError(f"{b}{beam}: expected 1 or more (hypotheses the search keeps)")
-    if nbest < 1:
-        raise FusionError(f"{n}{nbest}: expected 1 or more (hypotheses printed per sentence)")
     if nbest > beam:
         raise FusionError(f"{n}{nbest} with {b}{beam}: the search keeps {beam} hypotheses; give {n}{beam} "
                           f"or less, or a wider {b.strip()}")

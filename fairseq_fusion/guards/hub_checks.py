@@ -7,6 +7,7 @@ import os
 import tarfile
 import zipfile
 
+from . import option_checks
 from .checkpoint_files import check_checkpoint_file, is_local
 from ..errors import FusionError
 
@@ -56,6 +57,7 @@ def _checked_from_pretrained(from_pretrained):
         check_hub_folder(model_name_or_path, checkpoint_file, archive_map or {})
         check_hub_data(model_name_or_path, data_name_or_path)
         check_registry_choices(kwargs)
+        option_checks.check_kwargs(kwargs)
         return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, archive_map, **kwargs)
 
     wrapper.patched_by_fairseq_fusion = True

@@ -25,6 +25,7 @@ import os
 import sys
 
 from ..errors import warn
+from . import option_checks
 from .text_files import BOM, bom_removed, without_bom
 
 _ACTIVE = []  # the report of the run in progress (one at a time; a nested call adds to it)
@@ -285,6 +286,7 @@ def _hub_generate(generate):
         given, extra = self.cfg.generation, call.arguments.get("kwargs", {})
         settings = SimpleNamespace(**{k: extra.get(k, getattr(given, k, None)) for k in
                                       ("nbest", "min_len", "max_len_a", "max_len_b")}, beam=call.arguments["beam"])
+        option_checks.check_kwargs(dict(extra, beam=call.arguments["beam"]))
         check_generation(settings, hub=True)
         with reporting(lambda: _hub_report(self)):
             return named_length_limits(lambda: generate(self, *args, **kwargs), settings, hub=True)

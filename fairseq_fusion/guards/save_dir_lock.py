@@ -179,16 +179,17 @@ def _locking_defaults(add_defaults):
     """fairseq-train's ``main`` (fairseq-hydra-train's too) calls ``add_defaults(cfg)`` right after loading the plugin
     (``--user-dir``) and before it writes anything (``verify_checkpoint_directory``): the first call with the whole
     config in a rank, where the plugin is loaded (fairseq-hydra-train loads it only there). A missing batch size is
-    refused there first, in one line (fairseq asserts it just after), and so is a budget no limit of fairseq's reads
-    (``stop_conditions.check_budgets``)."""
+    refused there first, in one line (fairseq asserts it just after), and so is any option outside its domain
+    (``option_checks.check_config``: fairseq-hydra-train's configuration is first whole here; fairseq-train's
+    options were checked as they were parsed)."""
     @functools.wraps(add_defaults)
     def wrapper(cfg, *args, **kwargs):
+        from . import option_checks
         from .entry_checks import check_batch_size
-        from .stop_conditions import check_budgets
 
         result = add_defaults(cfg, *args, **kwargs)
         check_batch_size(cfg)
-        check_budgets(cfg)
+        option_checks.check_config(cfg)
         lock_for(cfg)
         return result
 

@@ -1,11 +1,8 @@
 """When a training stops: its budgets, and a divergence said as what it is.
 
-Budgets (fairseq-train and fairseq-hydra-train, checked where the plugin loads inside fairseq's ``main``, before
-anything is written: ``save_dir_lock._locking_defaults``). fairseq gives 0 a meaning, and the plugin keeps it
-(docs/usage.md, "When a training stops"): ``--max-update 0``, ``--max-epoch 0`` and ``--stop-time-hours 0`` mean no
-limit, so a training with all three at 0 (fairseq's defaults) runs until it is stopped. A value no limit of fairseq
-reads is refused in one line naming the flag: a negative ``--max-update`` or ``--max-epoch`` (fairseq stops at once,
-or never, and exits 0), a negative, NaN or infinite ``--stop-time-hours`` (fairseq reads it as no limit).
+Budgets are options with domains (``option_domains``, docs/usage.md "When a training stops"): fairseq gives 0 a
+meaning, and the plugin keeps it: ``--max-update 0``, ``--max-epoch 0`` and ``--stop-time-hours 0`` mean no limit, so a
+training with all three at 0 (fairseq's defaults) runs until it is stopped; a negative, NaN or infinite one is refused.
 
 Divergence (``Trainer.train_step``): fairseq raises ``FloatingPointError`` when the gradients are NaN or infinite
 ("gradients are Nan/Inf") or when fp16's loss scale has fallen to ``--min-loss-scale`` ("Minimum loss scale
@@ -18,22 +15,6 @@ import functools
 import math
 
 from ..errors import FusionError
-
-NO_LIMIT = "0 (fairseq's no limit) or leave the flag out"
-
-
-def check_budgets(cfg):
-    """fairseq-train's budgets: 0 is fairseq's no limit; a value that is no limit of fairseq's is refused."""
-    optimization = cfg.optimization
-    for name in ("max_update", "max_epoch"):
-        value = getattr(optimization, name, None)
-        if value is not None and int(value) < 0:
-            raise FusionError(f"--{name.replace('_', '-')} {value}: expected a positive number of "
-                              f"{'updates' if name == 'max_update' else 'epochs'}, or {NO_LIMIT}")
-    hours = getattr(optimization, "stop_time_hours", None)
-    if hours is not None and not (math.isfinite(float(hours)) and float(hours) >= 0):
-        raise FusionError(f"--stop-time-hours {float(hours):g}: expected a positive number of hours, or {NO_LIMIT}")
-
 
 MIN_LOSS_SCALE = "Minimum loss scale reached"
 NAN_GRADIENTS = "gradients are Nan/Inf"

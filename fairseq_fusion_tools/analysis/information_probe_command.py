@@ -9,7 +9,6 @@ from . import information_batches as data
 from . import information_probe as probe
 from .common import load_model
 from ..outputs import write_outputs
-from ..budgets import check_positive
 from fairseq_fusion_tools.user_files import fail
 
 
@@ -58,10 +57,6 @@ def probe_checkpoint(path, args, modules, sides):
 
 
 def main(args):
-    for flag, value, unit in (("--max-epochs", args.max_epochs, "passes"), ("--max-steps", args.max_steps, "steps"),
-                              ("--eval-interval", args.eval_interval, "steps"),
-                              ("--patience", args.patience, "evaluations")):
-        check_positive(flag, value, unit, "fusion-information-probe")
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     bad = [m for m in modules if m not in probe.MODULES] + [s for s in sides if s not in probe.SIDES]

@@ -9,7 +9,6 @@ from .common import check_split, load_model
 from ..outputs import write_outputs
 from .lexical_pos import PositionCategories
 from .lexical_store import StateStore
-from ..budgets import check_positive
 from fairseq_fusion_tools.user_files import fail
 
 
@@ -38,8 +37,6 @@ def pos_categories(args, task):
 
 
 def main(args):
-    check_positive("--max-epochs", args.max_epochs, "epochs", "fusion-lexical-probe")
-    check_positive("--patience", args.patience, "epochs", "fusion-lexical-probe")
     splits = {"train": args.train_split, "valid": args.valid_split, "test": args.split}
     if len(set(splits.values())) < 3:
         fail(f"fusion-lexical-probe: --train-split, --valid-split and --split must differ, got {splits}")

@@ -93,7 +93,10 @@ def _parse_known_args(self, args=None, namespace=None, _parse=argparse.ArgumentP
         command_line.configure()
     parsed = _parse(self, args, namespace)
     if self.prog.startswith("fusion-") and args is None:
+        from fairseq_fusion.guards import option_checks
+
         user_files.remember(self, parsed[0])
+        option_checks.check_parsed(self, parsed[0])  # every number in its domain (the one table of them)
         path_roles.check(self, parsed[0])  # before any work: no output that would lose what the user gave
     return parsed
 

@@ -39,7 +39,6 @@ import signal
 import sys
 import time
 
-from ..budgets import check_positive
 from ..fairseq_runs import SIZES
 from ..user_files import fail
 from .budget import curve_command, find_budget
@@ -136,8 +135,6 @@ def main(args):
         fail(f"fusion-compare: --seeds must differ, got {args.seeds}")
     if args.jobs < 1:
         fail(f"fusion-compare: --jobs {args.jobs}: expected 1 or more")
-    check_positive("--max-update", args.max_update, "updates", "fusion-compare")
-    check_positive("--max-minutes", args.max_minutes, "minutes", "fusion-compare")
     if args.budget_from_curve is not None:
         if args.budget_from_curve < 1 or not 0 <= args.budget_tolerance < float("inf"):
             fail(f"fusion-compare: --budget-from-curve {args.budget_from_curve} --budget-tolerance "

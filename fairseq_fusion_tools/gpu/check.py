@@ -24,7 +24,6 @@ import subprocess
 import time
 
 from .. import atomic_files
-from ..budgets import check_positive
 from ..user_files import fail
 from . import check_report, check_train
 from .check_benchmark import BENCH_MIN_S, STOP_GRACE_S, benchmark_script, run_benchmark
@@ -93,7 +92,6 @@ def check_args(args):
         fail(f"--dtypes {args.dtypes}: expected a comma-separated list out of {', '.join(DTYPES)}")
     if any(d != "fp32" for d in dtypes) and "fp32" not in dtypes:
         fail(f"--dtypes {args.dtypes}: fp16 and bf16 are compared with fp32, which must be in the list")
-    check_positive("--budget-minutes", args.budget_minutes, "minutes")
     if args.updates < 1 or args.decode_sentences < 1 or args.bench_repeats < 1:
         fail("--updates, --decode-sentences and --bench-repeats must be positive")
     for name in ("fp16_tolerance", "bf16_tolerance"):

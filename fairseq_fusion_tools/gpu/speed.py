@@ -32,7 +32,6 @@ import sys
 import time
 
 from .. import atomic_files
-from ..budgets import check_positive
 from ..user_files import fail
 
 STAGES = ("profile", "overhead", "compile", "benchmark")
@@ -98,7 +97,6 @@ def check_args(args):
         max_tokens = []
     if not max_tokens or min(max_tokens) < 1:
         fail(f"--max-tokens {args.max_tokens}: expected comma-separated positive integers, e.g. 4096,16384")
-    check_positive("--budget-minutes", args.budget_minutes, "minutes")
     if min(args.rounds, args.updates, args.profile_steps, args.decode_sentences, args.decode_length) < 1 \
             or min(args.warmup_updates, args.compile_warmup_steps) < 0:
         fail("--rounds, --updates, --profile-steps, --decode-sentences and --decode-length must be positive, "
