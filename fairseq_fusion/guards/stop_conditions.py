@@ -12,7 +12,6 @@ the dict the encoders return. In a command-line run this is one line naming the 
 caused it, with their values.
 """
 import functools
-import math
 
 from ..errors import FusionError
 
