@@ -22,7 +22,7 @@ FAIRSEQ = ["fairseq", "fairseq.binarizer", "fairseq.checkpoint_utils", "fairseq.
            "fairseq.trainer", "fairseq.search", "fairseq.sequence_generator", "fairseq.data", "fairseq.data.data_utils",
            "fairseq.ngram_repeat_block", "fairseq.optim.fp16_optimizer", "fairseq.hub_utils", "fairseq.models",
            "fairseq.models.transformer", "fairseq.models.distributed_fairseq_model", "fairseq_cli.train",
-           "fairseq_cli.generate", "fairseq_cli.interactive", "torch.serialization"]
+           "fairseq_cli.generate", "fairseq_cli.interactive", "fairseq_cli.preprocess", "torch.serialization"]
 WALKED = ("fairseq", "fairseq_cli", "argparse", "torch.serialization")  # module name prefixes whose attributes count
 
 

@@ -57,7 +57,7 @@ def check_input_file(path, flag):
     if not os.path.exists(path):
         raise FusionError(f"{flag} {path}: no such file; expected a text file (or - for stdin)")
     try:  # its lines that are not UTF-8 are warnings of the line reader (input_checks.read_lines)
-        check_text(path, utf8=False, plain=True)
+        check_text(path, utf8=False, plain=True, lone_cr=False)
     except TextFileError as e:
         raise FusionError(f"{flag} {path}: {e.what}") from None
 

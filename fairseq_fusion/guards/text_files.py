@@ -1,8 +1,8 @@
 """Text as every command reads it: UTF-8 (``.gz`` read as gzip), checked where it is opened, a byte-order mark removed.
 
 ``check_text`` reads the file once in blocks (the standard library's C loops: about a second per GB) and refuses in
-one line naming the file (``TextFileError``, a ``FusionError`` that keeps the path, so the ``fusion-*`` commands name
-the flag that gave it, ``fairseq_fusion_tools/user_files.py``): a folder, an empty or blank-only file, a NUL byte
+one line naming the file (``TextFileError``; the ``fusion-*`` commands name the flag that gave it,
+``errors.named``): a folder, an empty or blank-only file, a NUL byte
 (a binary file), bytes that are not UTF-8 (line and byte offset), a carriage return that is no line end (Python
 would split the line there), a cut or corrupt gzip, gzip data without ``.gz`` in its name or ``.gz`` without gzip
 data. CRLF line ends are read as LF by every consumer (Python's text mode, fairseq's readers, fairseq-interactive's
@@ -22,7 +22,7 @@ import io
 import os
 import zlib
 
-from ..errors import FusionError, warn
+from ..errors import FusionError, named, warn
 
 BOM = "\ufeff"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -31,11 +31,12 @@ EXPECTED = "UTF-8 text, one sentence a line"
 
 
 class TextFileError(FusionError):
-    """A text file that cannot be read as text: ``path`` and ``what`` (the ``fusion-*`` commands put the flag first)."""
+    """A text file that cannot be read as text: ``path`` and ``what``; the message names the file as the user gave it
+    (``errors.named``: a ``fusion-*`` command's flag first)."""
 
     def __init__(self, path, what):
         self.path, self.what = str(path), what
-        super().__init__(f"{path}: {what}")
+        super().__init__(f"{named(path)}: {what}")
 
 
 def bom_removed(name, several=False):
@@ -90,10 +91,12 @@ def _line(block, before, at):
     return before + block.count(b"\n", 0, at) + 1
 
 
-def check_text(path, utf8=True, expected=EXPECTED, plain=False):
+def check_text(path, utf8=True, expected=EXPECTED, plain=False, lone_cr=True):
     """Refuse ``path`` (``TextFileError``) unless it is non-blank text as described above; warn of CRLF line ends.
     ``utf8``: False where the consumer reads undecodable lines itself (fairseq-interactive's reader, a log read with
-    replacement); ``plain``: gzip refused (a consumer that reads no gzip). Returns the number of lines."""
+    replacement); ``plain``: gzip refused (a consumer that reads no gzip); ``lone_cr``: False where a carriage
+    return splits no line (fairseq-interactive splits at LF only) or is expected (a log's progress bars). Returns the
+    number of lines."""
     lines = offset = crlf = 0
     text = False
     with _raw(path, plain) as raw:
@@ -114,7 +117,7 @@ def check_text(path, utf8=True, expected=EXPECTED, plain=False):
                                               f"0x{block[e.start]:02x} at byte offset {offset + e.start}); expected "
                                               f"{expected}") from None
             pairs = block.count(b"\r\n")
-            if block.count(b"\r") != pairs:
+            if lone_cr and block.count(b"\r") != pairs:
                 at = next(i for i in range(len(block)) if block[i:i + 1] == b"\r" and block[i + 1:i + 2] != b"\n")
                 raise TextFileError(path, f"line {_line(block, lines, at)} has a carriage return (\\r) "
                                           "that ends no line (old Mac line ends, or a stray \\r): it would be read as a "
@@ -135,9 +138,10 @@ def check_text(path, utf8=True, expected=EXPECTED, plain=False):
 
 
 def open_text(path, errors="strict"):
-    """``path`` checked (``check_text``; its UTF-8 only with ``errors="strict"``) and opened for reading text (UTF-8;
-    gzip if it ends in ``.gz``), a byte-order mark at its start skipped with one warning naming the file."""
-    check_text(path, utf8=errors == "strict")
+    """``path`` checked (``check_text``; its UTF-8 and carriage returns only with ``errors="strict"``: a log read with
+    replacement has progress bars) and opened for reading text (UTF-8; gzip if it ends in ``.gz``), a byte-order mark
+    at its start skipped with one warning naming the file."""
+    check_text(path, utf8=errors == "strict", lone_cr=errors == "strict")
     raw = _raw(path)
     try:
         if raw.peek(len(codecs.BOM_UTF8))[:len(codecs.BOM_UTF8)] == codecs.BOM_UTF8:
