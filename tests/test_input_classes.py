@@ -4,7 +4,8 @@ guards/data_folders.py), and a bad one is one line naming the file.
 
 The matrix is generated: each entry point that reads a kind of file (fairseq-preprocess's --trainpref,
 fusion-prepare-text's --trainpref, fusion-score-bleu's --hyp, fusion-score-m2's --gold, fairseq-interactive's --input;
-fairseq-generate's and fairseq-interactive's --path; fairseq-train's and fairseq-generate's data folder) x each bad
+fairseq-generate's and fairseq-interactive's --path, fusion-average-checkpoints' --inputs,
+fusion-convert-checkpoint's --input; fairseq-train's and fairseq-generate's data folder) x each bad
 input class of that kind (empty, blank-only, truncated, non-UTF-8, NUL bytes, a stray carriage return, a folder, a
 file of the wrong kind). Each case runs the real command in-process and must exit != 0 with exactly one error line
 naming the file, no traceback, within its time limit, and leave the input byte for byte as it was. CRLF line ends are
@@ -75,6 +76,10 @@ CHECKPOINT_ENTRIES = {
                                 "--gen-subset", "test", "--max-tokens", "500", "--beam", "1"],
     "fairseq-interactive --path": ["fairseq-interactive", "{data}", "--user-dir", USER_DIR, "--path", "{bad}", "--cpu",
                                    "--input", "{good}.en", "-s", "en", "-t", "de"],
+    "fusion-average-checkpoints --inputs": ["fusion-average-checkpoints", "--inputs", "{bad}", "--output",
+                                            "{out}/avg.pt"],
+    "fusion-convert-checkpoint --input": ["fusion-convert-checkpoint", "--input", "{bad}", "--output", "{out}/conv.pt",
+                                          "--arch", "transformer"],
 }
 # data folder classes: (what is damaged, relative to the folder)
 DATA_CLASSES = {
@@ -159,7 +164,7 @@ def checkpoint_setup(entry, case, base, tmp):
     else:
         write(bad, {"empty": b"", "blank-only": b"\n \n", "truncated": whole[:len(whole) // 2],
                     "non-UTF-8": "Zwei M\u00e4nner\n".encode("latin-1"), "NUL bytes": b"\0" * 4096}[case])
-    argv = [a.format(bad=bad, data=base["data"], good=base["good"]) for a in CHECKPOINT_ENTRIES[entry]]
+    argv = [a.format(bad=bad, data=base["data"], good=base["good"], out=tmp) for a in CHECKPOINT_ENTRIES[entry]]
     words = {"folder": ["directory"], "torch file, not a checkpoint": ["not a fairseq checkpoint", "'model'"],
              "bare state_dict": ["state_dict", "'model'"], "empty": ["empty"]}.get(case, [])
     return argv, bad, words
