@@ -37,6 +37,16 @@ class FusionError(ValueError, _Compact):
         super().__init__(PREFIX + str(message).replace(PREFIX, ""))
 
 
+# how the user gave a file (``path -> "PROG: --flag VALUE"`` or None): the fusion-* commands register theirs
+# (fairseq_fusion_tools/user_files.py), so that a reader's refusal (``guards/text_files.py``) names the flag
+NAMED_BY = []
+
+
+def named(path):
+    """``path`` as the user gave it (``NAMED_BY``), else the path itself."""
+    return next((head for head in (name(str(path)) for name in NAMED_BY) if head), str(path))
+
+
 class FusionWarning(UserWarning):
     """Input that is processed, but whose output is likely not what the user wants (the message says why)."""
 

@@ -226,7 +226,18 @@ CHANGES = [
            "on-import guards.command_mains.patch_preprocess", sources=src("3daeb2430920")),
     Change("fairseq.options.parse_args_and_arch", "--arch ARCH --help lists the technique flags; a mistyped arch "
            "is one line; every option's value in its domain, or one line naming it (option_checks.py)", "command",
-           "tests/test_arch_help.py::test_help_with_a_fusion_arch_lists_the_technique_flags_under_their_titles", "wrap guards.arch_help._with_arch_help", sources=src("535ef0431681")),
+           "tests/test_arch_help.py::test_help_with_a_fusion_arch_lists_the_technique_flags_under_their_titles",
+           "wrap guards.arch_help._with_arch_help", sources=src("535ef0431681")),
+    Change("fairseq_cli.preprocess._build_dictionary", "fairseq-preprocess's input files (--trainpref, --validpref, "
+           "--testpref, --alignfile, --srcdict, --tgtdict) checked before the first is read: an empty, blank-only, "
+           "binary, non-UTF-8 or cut gzip file is one line naming the flag and the file", "command",
+           "tests/test_input_classes.py::test_bad_input_is_one_line_naming_the_file",
+           "on-import guards.preprocess_inputs.patch_preprocess", sources=src("cec45d7ef57c", "bee7cf1fb914"),
+           also=("fairseq_cli.preprocess._make_all",)),
+    Change("fairseq.data.data_utils.load_indexed_dataset", "a split's .idx / .bin pair that is cut, empty, of "
+           "another run or not an index: one line naming the file (fairseq's mmap errors, EOFError or max() of an "
+           "empty sequence)", "command", "tests/test_input_classes.py::test_bad_input_is_one_line_naming_the_file",
+           "wrap guards.data_folders._checked_indexed_dataset", sources=src("6842811f5bb0")),
 ]
 
 TOOLS = [

@@ -3,7 +3,8 @@
 An ``OSError`` whose ``filename`` is a path of the command line (the value of a flag or positional, a file under that
 folder, beside it or named after it: ``OUT.lock``, ``PREFIX.en``, ``DEST/...``), or a ``UnicodeDecodeError`` while a
 frame of the traceback reads such a file, becomes ``fairseq-fusion: error: PROG: FLAG VALUE: what is wrong, what was
-expected``. Errors on paths the user did not give keep their traceback (a bug). ``cli/__init__.py`` records the
+expected``; a reader's refusal of such a file (``fairseq_fusion.guards.text_files.TextFileError``) gets the
+same head from ``head_for``, which ``remember`` registers in ``fairseq_fusion.errors.NAMED_BY``. Errors on paths the user did not give keep their traceback (a bug). ``cli/__init__.py`` records the
 command's parsed arguments (``remember``) and calls ``line_for`` from its excepthook; the tools' ``fail``, called while
 handling such an error, says it in the same line. Standard library only: the scorers run without torch and fairseq.
 """
@@ -23,6 +24,25 @@ def remember(parser, namespace):
     its prog too); a new command line (a forked command) replaces it."""
     if _PARSED[0] is None or _PARSED[0][2] != sys.argv:
         _PARSED[0] = (parser, namespace, list(sys.argv))
+    from fairseq_fusion import errors  # loaded already: the command line's configure() imported the plugin
+
+    if head_for not in errors.NAMED_BY:
+        errors.NAMED_BY.append(head_for)
+
+
+def head_for(path):
+    """``PROG: FLAG VALUE`` (``: PATH`` where the file is not the value itself) for a file of this command line, or
+    None (another command line's file, or none's)."""
+    if _PARSED[0] is None or _PARSED[0][2] != sys.argv:
+        return None
+    owner = _owner(path)
+    if not owner:
+        return None
+    label, value = owner
+    head = f"{label} {value}" if not label.endswith(":") else label[:-1]
+    if os.path.abspath(path) != os.path.abspath(value):
+        head += f": {path}"
+    return f"{_PARSED[0][0].prog}: {head}"
 
 
 def _given():

@@ -78,6 +78,7 @@ def test_the_installed_fairseq_is_one_each_change_was_written_for():
     every change of every scope applied, fairseq's command modules imported."""
     import fairseq_cli.generate  # noqa: F401
     import fairseq_cli.interactive  # noqa: F401
+    import fairseq_cli.preprocess  # noqa: F401
     import fairseq_cli.train  # noqa: F401
 
     from fairseq_fusion import command_line

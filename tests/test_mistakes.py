@@ -140,7 +140,7 @@ ROWS += [
     ("fusion-score-bleu", "detok file as a generate log", replace(VALID["fusion-score-bleu"], "--hyp-format", "generate"),
      ["--hyp", "{hyp}", "generate"]),
     ("fusion-score-bleu", "empty hyp and ref", replace(replace(VALID["fusion-score-bleu"], "--hyp", "{empty}"), "--ref", "{empty}"),
-     ["--ref", "{empty}", "empty"]),
+     ["{empty}", "empty"]),  # one file given as both: named by either flag (guards/text_files.py)
     ("fusion-prepare-text", "-t without its files", replace(VALID["fusion-prepare-text"], "-t", "fr"), ["{pref}.fr"]),
     ("fusion-prepare-text", "--trainpref .gz", replace(VALID["fusion-prepare-text"], "--trainpref", "{pref}.gz"),
      ["--trainpref", "{pref}.gz"]),

@@ -1,5 +1,6 @@
 """A checkpoint file that can be read, or one line naming it: missing, a folder, empty, truncated at any length,
-corrupt, or not a file ``torch.save`` wrote. Used by fairseq's loaders (``entry_checks``), the hub
+corrupt, or not a file ``torch.save`` wrote; for fairseq's loaders also a torch file that is not a fairseq
+checkpoint (a bare ``state_dict``, a tensor: no ``model`` and ``cfg``/``args``). Used by fairseq's loaders (``entry_checks``), the hub
 (``hub_checks``) and the tools that read checkpoints (fusion-average-checkpoints, fusion-convert-checkpoint).
 
 Whether the file is at fault is read from the file itself with Python's ``zipfile`` (``damage``), not from the
@@ -11,7 +12,7 @@ import os
 import pickle
 import zipfile
 
-from ..errors import FusionError
+from ..errors import FusionError, few
 
 ZIP_MAGIC = b"PK"  # torch.save's format since torch 1.6: a zip archive
 PICKLE_MAGIC = b"\x80"  # torch's legacy format: a pickle stream
@@ -69,15 +70,58 @@ def _foreign(error):
     return None
 
 
-def read_checkpoint(load, path, *args, **kwargs):
+FAIRSEQ_KEYS = "a dict with 'model' (the weights) and 'cfg' or 'args' (the settings), as fairseq-train saves"
+
+
+def is_fairseq_state(state):
+    return isinstance(state, dict) and "model" in state and (state.get("cfg") is not None
+                                                             or state.get("args") is not None)
+
+
+def _what_it_holds(state):
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}"
+    keys = [str(k) for k in state]
+    if keys and all(hasattr(v, "shape") for v in state.values()):
+        return f"it holds {len(keys)} tensors ({few(keys, 2)}): a bare state_dict, without fairseq's settings"
+    return f"it holds a dict of {few(keys) or 'nothing'}"
+
+
+def foreign_state(path, state=None):
+    """The one line for a whole file torch reads that is no fairseq checkpoint (``state``: what fairseq's loader
+    returned; None: read again with ``weights_only``), or None where it is one or cannot be read that way."""
+    if state is None:
+        import torch
+
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception:  # noqa: BLE001 - not readable without fairseq's classes: what fairseq raised says more
+            return None
+    if is_fairseq_state(state):
+        return None
+    return FusionError(f"checkpoint {path}: a file torch.save wrote, but not a fairseq checkpoint: "
+                       f"{_what_it_holds(state)}; expected {FAIRSEQ_KEYS}")
+
+
+def read_checkpoint(load, path, *args, fairseq=False, **kwargs):
     """``load(path, ...)`` (torch.load, fairseq's load_checkpoint_to_cpu) of a checkpoint file, refusing in one line a
-    missing, empty, truncated, corrupt or foreign file."""
+    missing, empty, truncated, corrupt or foreign file; ``fairseq``: also a whole torch file that is no fairseq
+    checkpoint (fairseq's loader ends in ``KeyError: 'best_loss'`` or a tensor's ``RuntimeError``)."""
     check_checkpoint_file(path)
     try:
-        return load(path, *args, **kwargs)
+        state = load(path, *args, **kwargs)
     except Exception as e:
-        reason = (damage(path) or _foreign(e)) if is_local(path) and os.path.isfile(path) else None
+        whole = is_local(path) and os.path.isfile(path)
+        reason = (damage(path) or _foreign(e)) if whole else None
         if reason is None:
-            raise
+            refusal = foreign_state(path) if fairseq and whole and isinstance(e, (KeyError, RuntimeError, TypeError,
+                                                                                      AttributeError)) else None
+            if refusal is None:
+                raise
+            raise refusal from None
         raise FusionError(f"checkpoint {path}: cannot be read ({os.path.getsize(path)} bytes; truncated, or not a "
                           f"fairseq checkpoint: {reason})") from e
+    refusal = foreign_state(path, state) if fairseq and is_local(path) else None
+    if refusal is not None:
+        raise refusal
+    return state

@@ -7,8 +7,10 @@ fairseq raises ``NotADirectoryError``, ``PermissionError`` or ``FileNotFoundErro
   writable;
 - ``--results-path`` (fairseq-generate) under a regular file; its ``generate-SUBSET.txt`` is written whole, when the
   run has finished (a refused or failed run leaves an earlier one as it was);
-- ``--input`` (fairseq-interactive) missing or a folder;
-- a split a translation data folder lacks (``--train-subset``, ``--valid-subset``, ``--gen-subset``);
+- ``--input`` (fairseq-interactive) missing, a folder, or no text (``text_files.check_text``: empty, blank-only,
+  NUL bytes, gzip);
+- a split a translation data folder lacks (``--train-subset``, ``--valid-subset``, ``--gen-subset``), or has
+  one file of its ``.idx`` / ``.bin`` pair of (``data_folders.check_split``);
 - a ``--restore-file`` that does not exist (fairseq trains from scratch without a word), a missing
   ``--finetune-from-model`` or both given (fairseq's ``ValueError`` tracebacks);
 - fairseq-preprocess's binarized splits (``SPLIT.SRC-TGT.LANG.bin`` / ``.idx`` in ``--destdir``, alignments too): each
@@ -26,6 +28,8 @@ import os
 import shutil
 import tempfile
 
+from . import data_folders
+from .text_files import TextFileError, check_text
 from ..errors import FusionError
 
 
@@ -52,6 +56,10 @@ def check_input_file(path, flag):
         raise FusionError(f"{flag} {path}: is a folder; expected a text file (or - for stdin)")
     if not os.path.exists(path):
         raise FusionError(f"{flag} {path}: no such file; expected a text file (or - for stdin)")
+    try:  # its lines that are not UTF-8 are warnings of the line reader (input_checks.read_lines)
+        check_text(path, utf8=False, plain=True, lone_cr=False)
+    except TextFileError as e:
+        raise FusionError(f"{flag} {path}: {e.what}") from None
 
 
 def translation_splits(folder, source, target):
@@ -108,6 +116,7 @@ def _named_split(load_dataset):
             from fairseq import utils
 
             folder = utils.split_paths(self.cfg.data)[0]
+            data_folders.check_split_pair(folder, split, self.cfg.source_lang, self.cfg.target_lang)  # one file of two
             found = translation_splits(folder, self.cfg.source_lang, self.cfg.target_lang)
             raise FusionError(
                 f"split {split!r}: no such split of {self.cfg.source_lang}-{self.cfg.target_lang} in data folder "

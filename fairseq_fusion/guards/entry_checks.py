@@ -17,7 +17,7 @@ import functools
 import os
 import re
 
-from . import dictionary_check, option_checks, vocabulary_sizes
+from . import data_folders, dictionary_check, option_checks, vocabulary_sizes
 from .checkpoint_files import check_checkpoint_file, is_local, read_checkpoint
 from .command_output import LAST_SAVED, interrupts_held
 from ..errors import FusionError, warn
@@ -114,7 +114,7 @@ def _checked_load(load_checkpoint_to_cpu):
     def wrapper(path, arg_overrides=None, load_on_all_ranks=False):
         languages = {k: v for k, v in (arg_overrides or {}).items() if k in LANGUAGE_KEYS}
         others = None if arg_overrides is None else {k: v for k, v in arg_overrides.items() if k not in languages}
-        state = read_checkpoint(load_checkpoint_to_cpu, path, others, load_on_all_ranks)
+        state = read_checkpoint(load_checkpoint_to_cpu, path, others, load_on_all_ranks, fairseq=True)
         CHECKPOINT_DIRECTIONS[path] = checkpoint_direction(state)
         CHECKPOINT_DICTIONARIES[path] = dictionary_check.saved_fingerprints(state)
         if languages:
@@ -189,7 +189,8 @@ def _record_last(cfg, trainer):
 
 
 def check_data_folder(data, source_lang=None, target_lang=None):
-    """The first folder of a task's ``data`` exists and holds the dictionaries fairseq will read."""
+    """The first folder of a task's ``data`` exists and holds the dictionaries fairseq will read, each one it can read
+    (``data_folders.check_dictionary``)."""
     from fairseq import utils
 
     paths = utils.split_paths(data) if isinstance(data, str) else []
@@ -204,15 +205,16 @@ def check_data_folder(data, source_lang=None, target_lang=None):
             raise FusionError(f"data folder {folder}: no dict.*.txt in it; expected {expected}")
         from fairseq.data.data_utils import infer_language_pair
 
-        if None in infer_language_pair(folder):  # fairseq: "Could not infer language pair" (a bare Exception)
+        source_lang, target_lang = infer_language_pair(folder)
+        if source_lang is None:  # fairseq: "Could not infer language pair" (a bare Exception)
             raise FusionError(f"data folder {folder}: no binarized split (SPLIT.SRC-TGT.SRC.bin) to tell the "
                               "languages from: give them (-s SRC -t TGT; the hub: source_lang=, target_lang=)")
-        return
     for lang in (source_lang, target_lang):
         dict_file = os.path.join(folder, f"dict.{lang}.txt")
         if not os.path.exists(dict_file):
             raise FusionError(f"data folder {folder}: no {os.path.basename(dict_file)} for language {lang!r}; "
                               f"expected {expected}")
+        data_folders.check_dictionary(dict_file)
 
 
 def _checked_setup_task(setup_task):

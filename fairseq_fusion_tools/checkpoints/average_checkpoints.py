@@ -33,7 +33,7 @@ def average_checkpoints(paths):
     checkpoint_safety.allow_fairseq_checkpoint_globals()
     sums, dtypes, keys, new_state = collections.OrderedDict(), {}, None, None
     for path in paths:
-        state = checkpoint_files.read_checkpoint(torch.load, path, map_location="cpu")
+        state = checkpoint_files.read_checkpoint(torch.load, path, map_location="cpu", fairseq=True)
         params = state["model"]
         if keys is None:
             keys = list(params.keys())

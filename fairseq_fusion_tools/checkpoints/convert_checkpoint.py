@@ -62,7 +62,7 @@ def convert(state, arch, overrides=None, init_new_parameters=False, task=None):
 def main(args):
     checkpoint_safety.allow_fairseq_checkpoint_globals()
     torch.manual_seed(args.seed)
-    state = checkpoint_files.read_checkpoint(torch.load, args.input, map_location="cpu")
+    state = checkpoint_files.read_checkpoint(torch.load, args.input, map_location="cpu", fairseq=True)
     overrides = ast.literal_eval(args.model_overrides)
     if args.data:
         overrides["data"] = args.data

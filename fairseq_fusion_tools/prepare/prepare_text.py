@@ -122,7 +122,8 @@ def prepare(args):
                               args.zh_segmenter, args.tokenizer)
                for lang in (src, tgt)}
         if split == "train":
-            tok[src], tok[tgt] = clean_pairs(tok[src], tok[tgt], args.max_len, args.max_ratio)
+            tok[src], tok[tgt] = clean_pairs(tok[src], tok[tgt], args.max_len, args.max_ratio,
+                                              f"{prefix}.{src}-{tgt} (train)")
             if args.truecase:
                 for lang in (src, tgt):
                     print(f"| training the truecaser of {lang}", flush=True)

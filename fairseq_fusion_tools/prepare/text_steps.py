@@ -8,6 +8,7 @@ from .. import data_paths
 from ..progress import progress
 from fairseq_fusion.guards import text_files
 from fairseq_fusion.guards.command_output import interrupts_held
+from fairseq_fusion.errors import warn
 from fairseq_fusion_tools.user_files import fail
 from fairseq_fusion.encoders.bpe_tools import bpe_applier
 from fairseq_fusion.encoders.text_pipeline import CJK_LANGS, chinese_segmenter, punctuation_normalizer
@@ -114,16 +115,28 @@ def tokenize(lines, lang, workers, desc, normalize=False, segmenter="none", toke
         return list(progress(pool.imap(_tokenize, lines, chunksize=256), total=len(lines), desc=desc))
 
 
-def clean_pairs(src, tgt, max_len, max_ratio):
+def clean_pairs(src, tgt, max_len, max_ratio, name="the training pairs"):
+    """The pairs of ``src`` and ``tgt`` (tokenized) with both sides non-empty, at most ``max_len`` tokens and a length
+    ratio of at most ``max_ratio`` (Moses' clean-corpus-n); how many were dropped, and why, in one warning."""
     kept_src, kept_tgt = [], []
+    dropped = {"empty": 0, "long": 0, "ratio": 0}
     for s, t in zip(src, tgt):
         ns, nt = len(s.split()), len(t.split())
-        if ns == 0 or nt == 0 or ns > max_len or nt > max_len:
-            continue
-        if ns / nt > max_ratio or nt / ns > max_ratio:
-            continue
-        kept_src.append(s)
-        kept_tgt.append(t)
+        if ns == 0 or nt == 0:
+            dropped["empty"] += 1
+        elif ns > max_len or nt > max_len:
+            dropped["long"] += 1
+        elif ns / nt > max_ratio or nt / ns > max_ratio:
+            dropped["ratio"] += 1
+        else:
+            kept_src.append(s)
+            kept_tgt.append(t)
+    if any(dropped.values()):
+        why = [f"{n} {what}" for n, what in [(dropped["empty"], "with an empty side"),
+                                             (dropped["long"], f"over --max-len {max_len} tokens"),
+                                             (dropped["ratio"], f"with a length ratio over --max-ratio {max_ratio}")] if n]
+        warn(f"{name}: {sum(dropped.values())} of {len(src)} pairs dropped ({', '.join(why)}); "
+             f"{len(kept_src)} kept")
     return kept_src, kept_tgt
 
 
