@@ -48,7 +48,7 @@ def refusal(name, value, components=None, command=None):
     if value is None:
         return None
     flag = plugin_flag(name)
-    if flag is not None:
+    if flag is not None and (flag.choices is not None or flag.bounds is not None):
         from ..fusion_options import expected
 
         wanted = expected(flag, value)
