@@ -305,71 +305,73 @@ def without_rivals(parser, argv, flag):
     return kept
 
 
-def fairseq_cases(data, checkpoint, tmp):
+# (entry point, the options added to its valid command line, the words its one line must hold); {missing}: a path
+# that does not exist, {folder}: a folder, {a_file}: a file
+FAIRSEQ_CASES = [
+    ("train", ["--dropout", "1.5"], "--dropout 1.5: expected a probability"),
+    ("train", ["--max-update", "-5"], "--max-update -5: expected a number of updates >= 0 (0: no limit)"),
+    ("train", ["--warmup-updates", "0"], "--warmup-updates 0: expected an integer >= 1 with --lr-scheduler inverse_sqrt"),
+    ("train", ["--lr", "-1"], "--lr -1: expected each value a number > 0"),
+    ("train", ["--adam-betas", "(0.9,1.5)"], "--adam-betas (0.9,1.5): expected each value a probability"),
+    ("train", ["--patience", "-3"], "--patience -3: expected an integer >= 1, or -1 (off)"),
+    ("train", ["--seed", "-1"], "--seed -1: expected a seed"),
+    ("train", ["--label-smoothing", "nan"], "--label-smoothing nan: expected a probability"),
+    ("train", ["--clip-norm", "inf"], "--clip-norm inf: expected a number >= 0"),
+    ("train", ["--update-freq", "0"], "--update-freq 0: expected each value an integer >= 1"),
+    ("train", ["--encoder-attention-heads", "3"], "--encoder-embed-dim 32, --encoder-attention-heads 3: expected"),
+    ("train", ["--encoder-embed-path", "{missing}"], "--encoder-embed-path {missing}: no such file"),
+    ("train", ["--log-file", "{folder}"], "--log-file {folder}: a folder, expected a file"),
+    ("train", ["--max-tokens-valid", "abc"], "--max-tokens-valid abc: expected a number of tokens per batch"),
+    ("train", ["--lr-scheduler", "triangular"], "--max-lr is required here: it has no default"),
+    ("train without --optimizer", [], "--optimizer is required"),
+    ("generate", ["--beam", "0"], "--beam 0: expected a number of hypotheses"),
+    ("generate", ["--sampling-topp", "2"], "--sampling-topp 2: expected a probability in (0, 1], or -1 (off)"),
+    ("generate", ["--lenpen", "nan"], "--lenpen nan: expected a finite number"),
+    ("generate", ["--replace-unk", "{missing}"], "--replace-unk {missing}: no such file"),
+    ("interactive", ["--nbest", "0"], "--nbest 0: expected a number of hypotheses printed"),
+    ("interactive", ["--temperature", "0"], "--temperature 0: expected a number > 0"),
+    ("interactive", ["--buffer-size", "-1"], "--buffer-size -1: expected a count"),
+    ("validate", ["--max-tokens", "0"], "--max-tokens 0: expected a number of tokens per batch"),
+    ("validate without --task", [], "fairseq-validate: expected --task TASK"),
+    ("preprocess", ["--workers", "-1"], "--workers -1: expected an integer >= 1"),
+    ("preprocess", ["--thresholdsrc", "-1"], "--thresholdsrc -1: expected a count"),
+    ("preprocess", ["--nwordssrc", "-5"], "--nwordssrc -5: expected an integer >= 1, or -1 (every word)"),
+    ("preprocess", ["--srcdict", "{missing}"], "--srcdict {missing}: no such file"),
+    ("preprocess", ["--trainpref", "{missing}"], "--trainpref {missing}: no file {missing}.*"),
+    ("preprocess", ["--destdir", "{a_file}"], "--destdir {a_file}: a file, expected a folder"),
+]
+
+
+def entry_points(data, checkpoint, tmp):
+    """The valid command line of each entry point of FAIRSEQ_CASES."""
     import os
 
     from conftest import REPO, train_args
 
-    user_dir, missing, folder = os.path.join(REPO, "fairseq_fusion"), os.path.join(tmp, "no-such"), tmp
-    pref = os.path.join(data, "tok", "train")
+    user_dir = os.path.join(REPO, "fairseq_fusion")
     train = train_args(data, os.path.join(tmp, "ck"), max_update=2)
-    generate = ["fairseq-generate", data, "--user-dir", user_dir, "--path", checkpoint, "--cpu", "--gen-subset", "test"]
-    interactive = ["fairseq-interactive", data, "--user-dir", user_dir, "--path", checkpoint, "--cpu"]
-    validate = ["fairseq-validate", data, "--user-dir", user_dir, "--path", checkpoint, "--cpu", "--task", "translation"]
-    preprocess = ["fairseq-preprocess", "--user-dir", user_dir, "-s", "en", "-t", "de", "--trainpref", pref,
-                  "--destdir", os.path.join(tmp, "bin")]
-    a_file = os.path.join(data, "dict.en.txt")
-    return [
-        (train, ["--dropout", "1.5"], "--dropout 1.5: expected a probability"),
-        (train, ["--max-update", "-5"], "--max-update -5: expected a number of updates >= 0 (0: no limit)"),
-        (train, ["--warmup-updates", "0"], "--warmup-updates 0: expected an integer >= 1 with --lr-scheduler inverse_sqrt"),
-        (train, ["--lr", "-1"], "--lr -1: expected each value a number > 0"),
-        (train, ["--adam-betas", "(0.9,1.5)"], "--adam-betas (0.9,1.5): expected each value a probability"),
-        (train, ["--patience", "-3"], "--patience -3: expected an integer >= 1, or -1 (off)"),
-        (train, ["--seed", "-1"], "--seed -1: expected a seed"),
-        (train, ["--label-smoothing", "nan"], "--label-smoothing nan: expected a probability"),
-        (train, ["--clip-norm", "inf"], "--clip-norm inf: expected a number >= 0"),
-        (train, ["--update-freq", "0"], "--update-freq 0: expected each value an integer >= 1"),
-        (train, ["--encoder-attention-heads", "3"], "--encoder-embed-dim 32, --encoder-attention-heads 3: expected"),
-        (train, ["--encoder-embed-path", missing], f"--encoder-embed-path {missing}: no such file"),
-        (train, ["--log-file", folder], f"--log-file {folder}: a folder, expected a file"),
-        (train, ["--max-tokens-valid", "abc"], "--max-tokens-valid abc: expected a number of tokens per batch"),
-        (generate, ["--beam", "0"], "--beam 0: expected a number of hypotheses"),
-        (generate, ["--sampling-topp", "2"], "--sampling-topp 2: expected a probability in (0, 1], or -1 (off)"),
-        (generate, ["--lenpen", "nan"], "--lenpen nan: expected a finite number"),
-        (generate, ["--replace-unk", missing], f"--replace-unk {missing}: no such file"),
-        (interactive, ["--nbest", "0"], "--nbest 0: expected a number of hypotheses printed"),
-        (interactive, ["--temperature", "0"], "--temperature 0: expected a number > 0"),
-        (interactive, ["--buffer-size", "-1"], "--buffer-size -1: expected a count"),
-        (validate, ["--max-tokens", "0"], "--max-tokens 0: expected a number of tokens per batch"),
-        (validate[:-2], [], "fairseq-validate: expected --task TASK"),
-        (preprocess, ["--workers", "-1"], "--workers -1: expected an integer >= 1"),
-        (preprocess, ["--thresholdsrc", "-1"], "--thresholdsrc -1: expected a count"),
-        (preprocess, ["--nwordssrc", "-5"], "--nwordssrc -5: expected an integer >= 1, or -1 (every word)"),
-        (preprocess, ["--srcdict", missing], f"--srcdict {missing}: no such file"),
-        (preprocess, ["--trainpref", missing], f"--trainpref {missing}: no file {missing}.*"),
-        (preprocess, ["--destdir", a_file], f"--destdir {a_file}: a file, expected a folder"),
-    ]
+    at = train.index("--optimizer")
+    validate = ["fairseq-validate", data, "--user-dir", user_dir, "--path", checkpoint, "--cpu"]
+    return {
+        "train": train, "train without --optimizer": train[:at] + train[at + 2:],
+        "generate": ["fairseq-generate", data, "--user-dir", user_dir, "--path", checkpoint, "--cpu", "--gen-subset", "test"],
+        "interactive": ["fairseq-interactive", data, "--user-dir", user_dir, "--path", checkpoint, "--cpu"],
+        "validate": validate + ["--task", "translation"], "validate without --task": validate,
+        "preprocess": ["fairseq-preprocess", "--user-dir", user_dir, "-s", "en", "-t", "de", "--trainpref",
+                       os.path.join(data, "tok", "train"), "--destdir", os.path.join(tmp, "bin")],
+    }
 
 
-FAIRSEQ_CASE_IDS = [f"{c}: {' '.join(a) or 'no --task'}" for c, a in [
-    ("train", ["--dropout"]), ("train", ["--max-update"]), ("train", ["--warmup-updates"]), ("train", ["--lr"]),
-    ("train", ["--adam-betas"]), ("train", ["--patience"]), ("train", ["--seed"]), ("train", ["--label-smoothing"]),
-    ("train", ["--clip-norm"]), ("train", ["--update-freq"]), ("train", ["--encoder-attention-heads"]),
-    ("train", ["--encoder-embed-path"]), ("train", ["--log-file"]), ("train", ["--max-tokens-valid"]),
-    ("generate", ["--beam"]), ("generate", ["--sampling-topp"]), ("generate", ["--lenpen"]),
-    ("generate", ["--replace-unk"]), ("interactive", ["--nbest"]), ("interactive", ["--temperature"]),
-    ("interactive", ["--buffer-size"]), ("validate", ["--max-tokens"]), ("validate", []),
-    ("preprocess", ["--workers"]), ("preprocess", ["--thresholdsrc"]), ("preprocess", ["--nwordssrc"]),
-    ("preprocess", ["--srcdict"]), ("preprocess", ["--trainpref"]), ("preprocess", ["--destdir"])]]
+@pytest.mark.parametrize("entry, extra, words", FAIRSEQ_CASES, ids=[f"{e}: {' '.join(x)}" for e, x, _ in FAIRSEQ_CASES])
+def test_each_entry_point_refuses_a_value_outside_its_domain_in_one_line(multi30k_slice, tiny_checkpoint, tmp_path,
+                                                                          entry, extra, words):
+    import os
 
-
-@pytest.mark.parametrize("case", range(len(FAIRSEQ_CASE_IDS)), ids=FAIRSEQ_CASE_IDS)
-def test_each_entry_point_refuses_a_value_outside_its_domain_in_one_line(multi30k_slice, tiny_checkpoint, tmp_path, case):
-    base, extra, words = fairseq_cases(multi30k_slice, tiny_checkpoint, str(tmp_path))[case]
-    assert FAIRSEQ_CASE_IDS[case].split(": ")[1].split()[0] in (extra[:1] or ["no"])
-    refused_in_one_line(base + extra, words)
-    assert not any(n in ("ck", "bin") for n in __import__("os").listdir(tmp_path))  # refused before any work
+    paths = {"missing": str(tmp_path / "no-such"), "folder": str(tmp_path),
+             "a_file": os.path.join(multi30k_slice, "dict.en.txt")}
+    base = entry_points(multi30k_slice, tiny_checkpoint, str(tmp_path))[entry]
+    refused_in_one_line(base + [x.format(**paths) for x in extra], words.format(**paths))
+    assert not any(n in ("ck", "bin") for n in os.listdir(tmp_path))  # refused before any work
 
 
 def test_the_hub_refuses_a_keyword_outside_its_domain(multi30k_slice, tiny_checkpoint):

@@ -80,7 +80,8 @@ def test_one_call_gives_a_program_the_command_line_settings(tmp_path):
 def test_a_fairseq_command_is_a_command_line_run(tmp_path):
     """fairseq-train --user-dir: the plugin's refusal is one line (its excepthook), in the command's own process."""
     proc = subprocess.run([os.path.join(BIN, "fairseq-train"), str(tmp_path / "no-data"), "--user-dir",
-                           os.path.join(REPO, "fairseq_fusion"), "--arch", "fusion_transformer", "--max-tokens", "100",
+                           os.path.join(REPO, "fairseq_fusion"), "--arch", "fusion_transformer", "--optimizer", "adam",
+                           "--max-tokens", "100",
                            "--cpu"], cwd=tmp_path, capture_output=True, text=True)
     expect(proc, proc.returncode == 1 and "Traceback" not in proc.stderr, "one line, exit status 1")
     assert proc.stderr.strip().splitlines()[-1].startswith("fairseq-fusion: error: data folder")

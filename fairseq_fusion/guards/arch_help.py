@@ -16,6 +16,7 @@ bad value) are one line too, without fairseq's 115-line usage, an unknown flag w
 import argparse
 import difflib
 import functools
+import re
 import sys
 
 from . import option_checks
@@ -82,6 +83,9 @@ def check_arch_name(name, registry):
 def _one_line_errors(parser):
     """argparse's ``parser.error`` without the usage: ``fairseq-fusion: error: PROG: MESSAGE`` and exit status 2."""
     def error(message):
+        missing = re.match(r"argument (--[\w-]+): invalid \w+ value: '\?\?\?'", message)
+        if missing:  # a field of fairseq's without a default (omegaconf's MISSING, '???') that was not given
+            message = f"{missing.group(1)} is required here: it has no default"
         if message.startswith("unrecognized arguments: "):
             flags = [a.split("=")[0] for a in message.split(": ", 1)[1].split() if a.startswith("--")]
             near = [n for f in flags for n in difflib.get_close_matches(f, parser._option_string_actions, n=2, cutoff=0.75)]
@@ -114,7 +118,12 @@ def _with_arch_help(parse_args_and_arch):
                 parser.epilog = NO_ARCH_HINT
             _nested_groups_shown(parser)
         parsed = parse_args_and_arch(parser, input_args, *args, **kwargs)
-        option_checks.check_namespace(parsed[0] if isinstance(parsed, tuple) else parsed, parser, argv=argv)
+        namespace = parsed[0] if isinstance(parsed, tuple) else parsed
+        if input_args is None and hasattr(namespace, "max_update") and getattr(namespace, "optimizer", "") is None:
+            # fairseq-train's own command line (its parser alone has --max-update): fairseq would end in a ValueError
+            raise FusionError("--optimizer is required: fairseq-train has no default optimizer (--optimizer adam for "
+                              "the papers' settings)")
+        option_checks.check_namespace(namespace, parser, argv=argv)
         return parsed
 
     wrapper.patched_by_fairseq_fusion = True

@@ -127,7 +127,8 @@ BY_NAME = {
     "bpe_vocab_file": Path(INPUT_FILE), "gpt2_encoder_json": Path(INPUT_FILE), "gpt2_vocab_bpe": Path(INPUT_FILE),
     "sentencepiece_model": Path(INPUT_FILE), "sentencepiece_model_path": Path(INPUT_FILE),
     "wer_kenlm_model": Path(INPUT_FILE), "wer_lexicon": Path(INPUT_FILE),
-    "init_from_vanilla": Path(INPUT_FILE), "phrase_trees": Path(INPUT_FILE), "phrase_parser_dir": Path(INPUT_FOLDER, checked_by="stanza, which downloads its models into it when absent"),
+    "init_from_vanilla": Path(INPUT_FILE, checked_by="vanilla_init, as the model is built (a two-stage plan names "
+                                                  "the first stage's checkpoint before it exists)"), "phrase_trees": Path(INPUT_FILE), "phrase_parser_dir": Path(INPUT_FOLDER, checked_by="stanza, which downloads its models into it when absent"),
     "trainpref": Path(INPUT_PREFIX), "validpref": Path(INPUT_PREFIX, ","), "testpref": Path(INPUT_PREFIX, ","),
     "user_dir": Path(INPUT_FOLDER, checked_by="fairseq's import_user_module, which loads it first"),
     # paths they write
