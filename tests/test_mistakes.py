@@ -40,6 +40,7 @@ VALID = {
     "fusion-embedding-similarity": CKPT + SPLIT,
     "fusion-embedding-similarity-bilingual": CKPT + ["--dictionary", "{pairs}"],
     "fusion-exploitation-score": CKPT,
+    "fusion-fetch-data": ["--dest", "{out}/data", "--quiet"],
     "fusion-gpu-check": ["--device", "cpu", "--work", "{out}/work", "--out", "{out}/check"],
     "fusion-gpu-speed": ["--device", "cpu", "--dtypes", "fp32", "--work", "{out}/work", "--out", "{out}/speed"],
     "fusion-information-probe": CKPT + ["--train-split", "valid", "--train-sentences", "4", "--valid-split", "valid",
