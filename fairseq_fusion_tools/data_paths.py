@@ -2,7 +2,7 @@
 
 Data, the first of: ``FUSION_DATA`` (set by ``make ... DATA=DIR``), ``../shared/data`` beside the repository where it
 exists, the cache ``FUSION_DATA_CACHE`` (default ``~/.cache/fairseq-fusion/data``), which ``fusion-fetch-data``
-(``make data``) fills from the public origins (``data_fetch.py``, ``data_files.py``). The first two are read-only:
+(``make data``) fills from the public origins (``shared_data/``). The first two are read-only:
 nothing writes there. Tests, the demo and the benchmarks all resolve their corpora through here. A package installed
 without the repository (``pip install .``: no ``recipes/`` beside it) has no ``../shared/data``: it reads the cache
 once fetched, and what needs ``recipes/`` says so in one line (``recipe_path``).

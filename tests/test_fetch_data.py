@@ -18,7 +18,8 @@ import pytest
 
 from conftest import REPO, run_cli
 from fairseq_fusion.errors import PREFIX
-from fairseq_fusion_tools import data_fetch, data_files, data_paths
+from fairseq_fusion_tools import data_paths
+from fairseq_fusion_tools.shared_data import fetch as data_fetch, files as data_files
 
 
 class Handler(http.server.BaseHTTPRequestHandler):

@@ -9,7 +9,7 @@ README.md (Where the data comes from).
 """
 import argparse
 
-from .. import data_fetch
+from ..shared_data import fetch
 from ._tools import description_of
 
 
@@ -23,7 +23,7 @@ def get_parser():
 
 
 def cli_main():
-    data_fetch.main(get_parser().parse_args())
+    fetch.main(get_parser().parse_args())
 
 
 if __name__ == "__main__":

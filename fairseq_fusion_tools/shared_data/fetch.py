@@ -3,7 +3,7 @@
 Which folder: ``data_paths.data_root()``'s order. ``FUSION_DATA`` (``DATA=``) and ``../shared/data`` are read-only:
 where one of them is the data folder, it is checked against the table and nothing is written (a line says what it
 lacks). Otherwise the cache (``FUSION_DATA_CACHE``, default ``~/.cache/fairseq-fusion/data``), or ``--dest DIR``, is
-filled: every file of ``data_files.FILES`` whose checksum does not match is downloaded from its origin at the table's
+filled: every file of ``files.FILES`` whose checksum does not match is downloaded from its origin at the table's
 commit (``FUSION_DATA_URL``: from ``URL/<its path in the layout>`` instead, a mirror), checked (SHA-256), made into its
 layout (gzipped, the sgm's segments) and renamed into place. A download cut short resumes (HTTP Range) from
 ``DEST/.partial/``; a file with other bytes is refused and never put in place; one fetch at a time per folder (a
@@ -21,9 +21,10 @@ import urllib.parse
 import urllib.request
 import zlib
 
-from . import data_files, data_paths
-from .progress import progress
-from .user_files import fail
+from .. import data_paths
+from ..progress import progress
+from ..user_files import fail
+from . import files as data_files
 
 MIRROR_ENV = "FUSION_DATA_URL"
 LOCK_NAME = ".fetch.lock"
@@ -114,7 +115,7 @@ def download(url, part, good, dest):
                 raise  # a file of the destination: the caller's line names it
             reason = getattr(e, "reason", None) or e
             raise FetchError(f"could not download {url} ({reason}); without network put the files in place by hand: "
-                             f"each file of fairseq_fusion_tools/data_files.py from its URL there (or a copy of "
+                             f"each file of fairseq_fusion_tools/shared_data/files.py from its URL there (or a copy of "
                              f"../shared/data) into {dest}, or set FUSION_DATA=DIR to such a folder, or "
                              f"{MIRROR_ENV}=a mirror's URL") from None
         if good(data):
@@ -123,7 +124,7 @@ def download(url, part, good, dest):
         if not resumed:
             break
     raise FetchError(f"{url} has other bytes than the table's (SHA-256 {sha256(data)}, fairseq_fusion_tools/"
-                     "data_files.py): refused, nothing put in place")
+                     "shared_data/files.py): refused, nothing put in place")
 
 
 def layout_bytes(entry, dest, mirror, origins):
