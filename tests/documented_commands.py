@@ -294,7 +294,6 @@ reg("fusion-gpu-speed --device cpu --stages compile --compile-archs all --compil
 reg("fairseq-train --user-dir", "flags", mode="flags", local="a flag named in the text")
 reg("fusion-compare --budget-from-curve CAP --budget-tolerance 0.3", "flags", mode="flags", local="flags named in the text")
 reg("fusion-compare --jobs N", "flags", mode="flags", local="a flag named in the text")
-reg("fusion-compare --max-minutes", "flags", mode="flags", local="a flag named in the text")
 reg("fairseq-generate --score-reference", "flags", mode="flags", local="a flag named in the text")
 
 # ---- docs/decoder_sublayers.md
