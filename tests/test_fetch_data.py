@@ -208,6 +208,8 @@ def test_read_only_folders_are_checked_never_written(tmp_path, monkeypatch):
     assert files_under(given) == before
     line = one_line(run_cli(["fusion-fetch-data", "--dest", str(given)], env={"FUSION_DATA": str(given)}, check=False))
     assert f"--dest {given}" in line and "read-only" in line
+    line = one_line(run_cli(["fusion-fetch-data"], env={"FUSION_DATA": str(tmp_path / "typo")}, check=False))
+    assert f"FUSION_DATA (DATA=) {tmp_path / 'typo'}: no such folder" in line and not (tmp_path / "typo").exists()
 
 
 def test_data_folder_lookup_order(tmp_path, monkeypatch):

@@ -217,6 +217,9 @@ def main(args):
              "give another folder")
     root = dest or data_paths.data_root()
     if not dest and root in read_only_roots():
+        if not os.path.isdir(root):
+            fail(f"fusion-fetch-data: FUSION_DATA (DATA=) {root}: no such folder; unset it to use ../shared/data or "
+                 "the cache, where the files are fetched")
         lacking = not_in_place(root)
         if lacking:
             print(f"fusion-fetch-data: {root} (read-only, nothing written there) lacks {len(lacking)} of the "
