@@ -6,13 +6,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
-DATA ?= ../shared/data
+# the data folder: DATA=DIR, else FUSION_DATA, ../shared/data beside the repository or the cache, where make data
+# (fusion-fetch-data) fetches the files when none exists; DATA= and ../shared/data are only read
+DATA ?=
+FETCH = PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(if $(DATA),FUSION_DATA=$(abspath $(DATA)) )python -m fairseq_fusion_tools.cli.fetch_data
 ARCH ?= fusion_transformer
 STAMP := $(VENV)/.installed
 # --no-compile: pip byte-compiles each package alone on one core; compileall does them all at once on every core
 PIPQ ?= -q --disable-pip-version-check --no-compile
 
-.PHONY: install test test-compat demo bench bench-memory clean
+.PHONY: install data test test-compat demo bench bench-memory clean
 
 install: $(STAMP) $(if $(FASTBPE),install-fastbpe)
 
@@ -41,36 +44,40 @@ install-fastbpe: $(STAMP)
 # queued for a busy one, so a few long tests do not make the tail of the run
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
 
+# the data the demo and the tests read: its folder on stdout, fetched into the cache (checksums checked) where none exists
+data: install
+	$(FETCH)
+
 test: install
-	FUSION_DATA=$(abspath $(DATA)) $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal tests
+	data=$$($(FETCH)) && FUSION_DATA=$$data $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal tests
 
 # the headline archs' contract tests and the CLI round trip on an older stack (Python 3.10, torch 2.1, fairseq 0.12.2's
 # omegaconf/hydra pins) in .venv-compat, built on first use (docs/installation.md: Tested stacks); .venv is not touched
 test-compat:
-	DATA=$(abspath $(DATA)) bash scripts/test_compat.sh
+	DATA=$(if $(DATA),$(abspath $(DATA)),$(abspath ../shared/data)) bash scripts/test_compat.sh
 
 demo: install
-	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) ARCH=$(ARCH) PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash examples/demo.sh
+	data=$$($(FETCH)) && DATA=$$data FUSION_DATA=$$data ARCH=$(ARCH) PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash examples/demo.sh
 
 bench: install
-	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash recipes/benchmark/run.sh
+	data=$$($(FETCH)) && DATA=$$data FUSION_DATA=$$data PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash recipes/benchmark/run.sh
 
 # peak memory of one train step at base size, --max-tokens 4096, every fusion_transformer arch and transformer
 bench-memory: install
-	DATA=$(abspath $(DATA)) FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH ARCHS=all SIZE=base \
+	data=$$($(FETCH)) && DATA=$$data FUSION_DATA=$$data PATH=$(CURDIR)/$(VENV)/bin:$$PATH ARCHS=all SIZE=base \
 		OUT=recipes/benchmark/memory_base.json bash recipes/benchmark/run.sh --memory-only --max-tokens 4096
 
 # the GPU acceptance run (docs/gpu.md): every arch in fp32/fp16/bf16, DDP with 2+ GPUs, the base-size benchmark, about
 # 10 minutes on one GPU; report in work/gpu_check/report.{json,md}. Without CUDA: one line, exit 0
 .PHONY: gpu-check
 gpu-check: install
-	FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH fusion-gpu-check
+	data=$$($(FETCH)) && FUSION_DATA=$$data PATH=$(CURDIR)/$(VENV)/bin:$$PATH fusion-gpu-check
 
 # the GPU speed run (docs/gpu.md: Speed on the GPU): profile, overhead and the base-size benchmark, about 10 minutes on one
 # GPU; report in work/gpu_speed/report.{json,md}. Without CUDA: one line, exit 0
 .PHONY: gpu-speed
 gpu-speed: install
-	FUSION_DATA=$(abspath $(DATA)) PATH=$(CURDIR)/$(VENV)/bin:$$PATH fusion-gpu-speed
+	data=$$($(FETCH)) && FUSION_DATA=$$data PATH=$(CURDIR)/$(VENV)/bin:$$PATH fusion-gpu-speed
 
 clean:
 	rm -rf $(VENV) .venv-compat demo_work *.egg-info

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make demo: Multi30k En-De, end to end on CPU, with any registered architecture.
-#   DATA=../shared/data  ARCH=fusion_transformer  UPDATES=600  WORK=demo_work
+#   DATA=DIR (default: what fusion-fetch-data resolves, make data)  ARCH=fusion_transformer  UPDATES=600  WORK=demo_work
 # UPDATES fixes the training (the same BLEU on any machine, up to floating-point noise); TRAIN_MINUTES=N trains
 # for N minutes instead (the result then follows the machine's speed).
 # Moses tokenization (sacremoses) -> joint BPE (subword-nmt, 4k merges) -> fairseq-preprocess
@@ -8,28 +8,18 @@
 # on test_2016_flickr -> detokenize -> sacreBLEU with its signature.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-DATA=${DATA:-$REPO/../shared/data}
+# the data folder (make data): FUSION_DATA, ../shared/data or the cache, where the files are fetched if none exists
+DATA=${DATA:-$(fusion-fetch-data)}
 ARCH=${ARCH:-fusion_transformer}
 UPDATES=${UPDATES:-600}
 TRAIN_MINUTES=${TRAIN_MINUTES:-}
 WORK=${WORK:-$REPO/demo_work}
 THREADS=${THREADS:-$(nproc)}
-M30K_URL=https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw
 FILES="train val test_2016_flickr"
 step() { echo; echo "=== [$(date +%H:%M:%S)] $*"; }
 start=$(date +%s)
 
 M30K=$DATA/multi30k
-if [ ! -d "$M30K" ]; then
-  echo "demo: $M30K not found (expected Multi30k raw files {train,val,test_2016_flickr}.{en,de}.gz there; set DATA=DIR)."
-  echo "demo: downloading the same files from the Multi30k public repository (github.com/multi30k/dataset, data/task1/raw) into $WORK/multi30k"
-  M30K=$WORK/multi30k
-  mkdir -p "$M30K"
-  for f in $FILES; do for l in en de; do
-    [ -s "$M30K/$f.$l.gz" ] || curl -fsSL --retry 2 -o "$M30K/$f.$l.gz" "$M30K_URL/$f.$l.gz" || {
-      echo "demo: download of $M30K_URL/$f.$l.gz failed; put the files in $DATA/multi30k and run again" >&2; exit 1; }
-  done; done
-fi
 for f in $FILES; do for l in en de; do
   [ -e "$M30K/$f.$l.gz" ] || [ -e "$M30K/$f.$l" ] || { echo "demo: missing $M30K/$f.$l(.gz): expected the raw Multi30k task-1 files" >&2; exit 1; }
 done; done

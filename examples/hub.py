@@ -2,8 +2,9 @@
 
     python examples/hub.py CHECKPOINT_DIR DATA_BIN "A dog runs through the grass."
 
-CHECKPOINT_DIR holds checkpoint_last.pt (e.g. examples/train_translate.sh's SAVE_DIR); DATA_BIN is the data folder it
-was trained on. A folder made by fusion-prepare-text has prepare.json, which `bpe="prepared"` replays (Moses
+CHECKPOINT_DIR holds checkpoint_last.pt (the README's quick start: checkpoints; examples/train_translate.sh: its
+SAVE_DIR); DATA_BIN is the data folder it was trained on. As fairseq reads it, a DATA_BIN that starts with "." is
+resolved against CHECKPOINT_DIR, any other relative path against the current directory (docs/usage.md). A folder made by fusion-prepare-text has prepare.json, which `bpe="prepared"` replays (Moses
 tokens, truecasing, BPE) on the input and undoes on the output; another folder's text must come tokenized as its
 training data was.
 """

@@ -1,9 +1,11 @@
 """The one place that says where the shared real data and the repository's recipes live.
 
-Data: ``FUSION_DATA`` (set by ``make ... DATA=DIR``), else ``../shared/data`` beside the repository. Tests, the demo
-and the benchmarks all resolve their corpora through here. A package installed without the repository
-(``pip install .``: no ``recipes/`` beside it) has no default data folder, and what needs ``recipes/`` says so in
-one line (``recipe_path``).
+Data, the first of: ``FUSION_DATA`` (set by ``make ... DATA=DIR``), ``../shared/data`` beside the repository where it
+exists, the cache ``FUSION_DATA_CACHE`` (default ``~/.cache/fairseq-fusion/data``), which ``fusion-fetch-data``
+(``make data``) fills from the public origins (``shared_data/``). The first two are read-only:
+nothing writes there. Tests, the demo and the benchmarks all resolve their corpora through here. A package installed
+without the repository (``pip install .``: no ``recipes/`` beside it) has no ``../shared/data``: it reads the cache
+once fetched, and what needs ``recipes/`` says so in one line (``recipe_path``).
 """
 import errno
 import os
@@ -29,13 +31,35 @@ def recipe_path(*parts, what="this command"):
     return path
 
 
+def shared_root():
+    """``../shared/data`` beside the repository (None for an installed copy: not site-packages/../shared/data)."""
+    return os.path.abspath(os.path.join(REPO_ROOT, "..", "shared", "data")) if in_repository() else None
+
+
+def cache_root():
+    """Where ``fusion-fetch-data`` puts the data by default: ``$FUSION_DATA_CACHE``, else
+    ``~/.cache/fairseq-fusion/data``."""
+    return os.path.abspath(os.path.expanduser(os.environ.get("FUSION_DATA_CACHE") or
+                                              os.path.join("~", ".cache", "fairseq-fusion", "data")))
+
+
+def given_root():
+    """The folder ``FUSION_DATA`` names (``make ... DATA=DIR``), or None."""
+    return os.path.abspath(os.environ["FUSION_DATA"]) if os.environ.get("FUSION_DATA") else None
+
+
 def data_root():
-    if os.environ.get("FUSION_DATA"):
-        return os.path.abspath(os.environ["FUSION_DATA"])
-    if not in_repository():  # not site-packages/../shared/data
+    """The data folder: ``FUSION_DATA``, else ``../shared/data`` where it exists, else the cache (where
+    ``fusion-fetch-data`` puts the files; an installed copy needs it fetched first)."""
+    if given_root():
+        return given_root()
+    shared = shared_root()
+    if shared and os.path.isdir(shared):
+        return shared
+    if shared is None and not os.path.isdir(cache_root()):
         raise FileNotFoundError("no data folder: set FUSION_DATA=DIR, the shared data's folder (an installed package, "
-                                "pip install ., has no default)")
-    return os.path.abspath(os.path.join(REPO_ROOT, "..", "shared", "data"))
+                                "pip install ., has no default), or fetch it into the cache: fusion-fetch-data")
+    return cache_root()
 
 
 def data_path(*parts, must_exist=True):
@@ -43,7 +67,8 @@ def data_path(*parts, must_exist=True):
     if must_exist and not os.path.exists(path):
         raise FileNotFoundError(
             f"{path} not found: expected the shared data folder (see ../shared/data/README.md) at "
-            f"{data_root()}; set FUSION_DATA=DIR (or make ... DATA=DIR) to point elsewhere"
+            f"{data_root()}; set FUSION_DATA=DIR (or make ... DATA=DIR) to point elsewhere, or fetch the files: "
+            "make data (fusion-fetch-data)"
         )
     return path
 

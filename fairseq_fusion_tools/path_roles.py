@@ -68,7 +68,7 @@ BY_NAME = {
     "trainpref": PREFIX, "validpref": PREFIX, "testpref": PREFIXES, "add_test": PREFIXES, "raw_testpref": PREFIXES,
     "sys": NAMED, "baseline": NAMED, "logs": LABELLED,
     # outputs
-    "out": RESULTS, "output": OUT_FILE, "readme": OUT_FILE, "destdir": BUILT_FOLDER, "work": WORK,
+    "out": RESULTS, "output": OUT_FILE, "readme": OUT_FILE, "destdir": BUILT_FOLDER, "work": WORK, "dest": WORK,
     # not paths: names, languages, lists, flags for other commands
     **{name: NOT_A_PATH for name in (
         "model_overrides", "labels", "split", "train_split", "valid_split", "gen_subset", "test_subsets", "subset",

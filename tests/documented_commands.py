@@ -122,7 +122,8 @@ reg("fairseq-train data-bin --user-dir $(fusion-user-dir) --arch transformer_lex
     "--decoder-layers 3 --encoder-embed-dim 128 --decoder-embed-dim 128 --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 "
     "--encoder-attention-heads 4 --decoder-attention-heads 4 --optimizer adam --adam-betas '(0.9, 0.98)' --lr 2e-3 "
     "--lr-scheduler inverse_sqrt --warmup-updates 100 --criterion label_smoothed_cross_entropy --label-smoothing 0.1 "
-    "--max-tokens 6000 --max-update 400 --save-interval-updates 50 --keep-interval-updates 2 --save-dir checkpoints --cpu",
+    "--max-tokens 6000 --max-update 400 --save-interval-updates 50 --keep-interval-updates 2 --no-epoch-checkpoints "
+    "--save-dir checkpoints --cpu",
     "quickstart", tiny="--max-update 2",
     files=["checkpoints/checkpoint_last.pt"])
 reg('echo "A dog runs through the grass." | fairseq-interactive data-bin --user-dir $(fusion-user-dir) --path '
@@ -131,13 +132,13 @@ reg("fairseq-generate data-bin --user-dir $(fusion-user-dir) --path checkpoints/
     "quickstart", tiny="--max-len-a 0 --max-len-b 4", files=["gen.out"])
 reg("fusion-score-bleu --hyp gen.out --ref $M30K/test_2016_flickr.de.gz -t de", "quickstart",
     env={"M30K": "../shared/data/multi30k"}, out=SACREBLEU)
-# examples/: the scripts a user copies first, on the slice (a binarized fairseq folder), 2 updates; the hub reads the
-# checkpoint the first one wrote
+# the hub on the quick start's own checkpoint folder
+reg('python examples/hub.py checkpoints data-bin "A dog runs through the grass."', "quickstart",
+    out=r"(?m)^source: A dog runs through the grass\.\ntranslation: \S")
+# examples/: the scripts a user copies first, on the slice (a binarized fairseq folder), 2 updates
 reg("bash examples/train_translate.sh data-bin", "examples", env={"UPDATES": "2", "GEN_ARGS": "--max-len-a 0 --max-len-b 4"},
     out=r"translations: checkpoints/transformer_lexical_shortcuts_ff/generate-test\.txt\n.*BLEU4 = \d",
     files=["checkpoints/transformer_lexical_shortcuts_ff/checkpoint_last.pt"])
-reg('python examples/hub.py checkpoints/transformer_lexical_shortcuts_ff data-bin "A dog runs through the grass."',
-    "examples", out=r"(?m)^source: A dog runs through the grass\.\ntranslation: \S")
 reg("fusion-archs --readme README.md", "archs", out=README_TABLE_UNCHANGED)
 reg("fusion-archs ARCH", "archs", sub=[("ARCH", "transformer_surface_fusion")], out=r"--surface-fusion-lambda")
 reg("fairseq-train --user-dir $(fusion-user-dir) --arch ARCH --help", "archs", sub=[("ARCH", "transformer_surface_fusion")],
@@ -149,6 +150,8 @@ reg("make demo", "make_demo", run=f"{MAKE} demo", env={"UPDATES": "3"},
     out=r"BLEU\|nrefs:1\|.* = \d+\.\d.*\n.*demo: fusion_transformer, trained", files=["demo_work/out/fusion_transformer/hyp.de"])
 reg("make test", "make", run=f"{MAKE} -n test", local="the whole test suite, this test included: make -n",
     out=r"FUSION_DATA=\S+ \.venv/bin/pytest -q -n \d+ --dist worksteal tests")
+reg("make data", "make", run=f"{MAKE} -n data", local="fetches from the internet: make -n",
+    out=r"python -m fairseq_fusion_tools\.cli\.fetch_data")
 reg("make test TEST_WORKERS=1", "make", run=f"{MAKE} -n test TEST_WORKERS=1", local="the whole test suite: make -n",
     out=r"\.venv/bin/pytest -q -n 1 --dist worksteal tests")
 reg("make demo ARCH=<arch>", "make", run=f"{MAKE} -n demo ARCH=transformer_phrase",
@@ -291,7 +294,6 @@ reg("fusion-gpu-speed --device cpu --stages compile --compile-archs all --compil
 reg("fairseq-train --user-dir", "flags", mode="flags", local="a flag named in the text")
 reg("fusion-compare --budget-from-curve CAP --budget-tolerance 0.3", "flags", mode="flags", local="flags named in the text")
 reg("fusion-compare --jobs N", "flags", mode="flags", local="a flag named in the text")
-reg("fusion-compare --max-minutes", "flags", mode="flags", local="a flag named in the text")
 reg("fairseq-generate --score-reference", "flags", mode="flags", local="a flag named in the text")
 
 # ---- docs/decoder_sublayers.md

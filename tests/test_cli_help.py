@@ -146,7 +146,7 @@ NO_CHECKPOINT_ANALYSIS = {
     "fusion-aer", "fusion-average-checkpoints", "fusion-benchmark", "fusion-bleu-by-length", "fusion-compare",
     "fusion-convert-checkpoint", "fusion-parse-spans", "fusion-parse-trees", "fusion-prepare-gpt2", "fusion-prepare-text",
     "fusion-score-bleu", "fusion-score-m2", "fusion-score-rouge", "fusion-significance", "fusion-training-curve",
-    "fusion-archs", "fusion-user-dir", "fusion-gpu-check", "fusion-gpu-speed",
+    "fusion-archs", "fusion-user-dir", "fusion-gpu-check", "fusion-gpu-speed", "fusion-fetch-data",
 }
 # analyses that read no binarized split: the weights only, or text files of their own (--parallel, --suite)
 NO_SPLIT = {"fusion-exploitation-score", "fusion-layer-attention-map", "fusion-embedding-expressivity",

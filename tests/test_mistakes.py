@@ -40,6 +40,7 @@ VALID = {
     "fusion-embedding-similarity": CKPT + SPLIT,
     "fusion-embedding-similarity-bilingual": CKPT + ["--dictionary", "{pairs}"],
     "fusion-exploitation-score": CKPT,
+    "fusion-fetch-data": ["--dest", "{out}/data", "--quiet"],
     "fusion-gpu-check": ["--device", "cpu", "--work", "{out}/work", "--out", "{out}/check"],
     "fusion-gpu-speed": ["--device", "cpu", "--dtypes", "fp32", "--work", "{out}/work", "--out", "{out}/speed"],
     "fusion-information-probe": CKPT + ["--train-split", "valid", "--train-sentences", "4", "--valid-split", "valid",
@@ -78,7 +79,7 @@ CHECKPOINT_INPUT.update({"fusion-average-checkpoints": "--inputs", "fusion-conve
 DATA_INPUT = {c: "--data" for c in VALID if "--data" in VALID[c]}
 DATA_INPUT["fusion-compare"] = "{data}"
 # fusion-parse-trees without stanza refuses before it writes (one line naming the extra)
-OUTPUTS = {c: f for c in VALID for f in ("--out", "--output", "--destdir", "--work") if f in VALID[c]
+OUTPUTS = {c: f for c in VALID for f in ("--out", "--output", "--destdir", "--work", "--dest") if f in VALID[c]
            and c != "fusion-parse-trees"}
 
 

@@ -227,6 +227,7 @@ def test_installed_copy_with_torch_says_what_it_lacks(wheel, tmp_path):
     out = run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target), wheel])
     assert out.returncode == 0, out.stderr
     env = {k: v for k, v in os.environ.items() if k != "FUSION_DATA"}
+    env["FUSION_DATA_CACHE"] = str(tmp_path / "no-cache")  # nothing fetched yet
     env["PYTHONPATH"] = str(target)  # before the repository's editable install
     env["OMP_NUM_THREADS"] = "1"  # one thread, as every command the tests start (no thread-fitting line on busy cores)
     out = run([str(target / "bin" / "fusion-user-dir")], env=env)
@@ -235,7 +236,8 @@ def test_installed_copy_with_torch_says_what_it_lacks(wheel, tmp_path):
                "fp32", "--updates", "1", "--size", "tiny", "--skip-benchmark", "--work", str(tmp_path / "w"),
                "--out", str(tmp_path / "w" / "r")], env=env, cwd=tmp_path)
     assert out.returncode == 1 and out.stderr == ("fairseq-fusion: error: no data folder: set FUSION_DATA=DIR, the shared "
-                                                  "data's folder (an installed package, pip install ., has no default)\n")
+                                                  "data's folder (an installed package, pip install ., has no default), "
+                                                  "or fetch it into the cache: fusion-fetch-data\n")
 
 
 def test_recipes_and_data_outside_the_repository(monkeypatch, tmp_path):
@@ -245,8 +247,11 @@ def test_recipes_and_data_outside_the_repository(monkeypatch, tmp_path):
     assert data_paths.in_repository()
     monkeypatch.setattr(data_paths, "RECIPES_DIR", str(tmp_path / "recipes"))  # as in site-packages
     monkeypatch.delenv("FUSION_DATA", raising=False)
+    monkeypatch.setenv("FUSION_DATA_CACHE", str(tmp_path / "cache"))
     with pytest.raises(FileNotFoundError, match=r"^no data folder: set FUSION_DATA=DIR"):
         data_paths.data_root()
+    os.makedirs(tmp_path / "cache")  # fetched (fusion-fetch-data): the cache
+    assert data_paths.data_root() == str(tmp_path / "cache")
     monkeypatch.setenv("FUSION_DATA", str(tmp_path))
     assert data_paths.data_root() == str(tmp_path)
     with pytest.raises(SystemExit, match=r"^fairseq-fusion: error: the benchmark of fusion-gpu-check needs the "

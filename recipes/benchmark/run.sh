@@ -7,12 +7,12 @@ set -euo pipefail
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
   echo "recipes/benchmark/run.sh: fusion-benchmark of archs against fairseq's transformer on binarized Multi30k"
   sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
-  echo "DATA=DIR (default ../shared/data beside the repository): BIN is prepared from DIR/multi30k."
+  echo "DATA=DIR (default: the data folder of make data, fetched where none exists): BIN is prepared from DIR/multi30k."
   echo "Any further argument is a fusion-benchmark flag (fusion-benchmark --help)."
   exit 0
 fi
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-DATA=${DATA:-$REPO/../shared/data}
+DATA=${DATA:-$(cd "$REPO" && python -m fairseq_fusion_tools.cli.fetch_data)}
 BIN=${BIN:-$REPO/demo_work/data-bin}
 SIZE=${SIZE:-small}
 OUT=${OUT:-$REPO/recipes/benchmark/last_run.json}

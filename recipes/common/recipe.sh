@@ -21,6 +21,10 @@ script_path() {  # the path of a console script beside $PYTHON, else on PATH
     if [[ -x "$BIN/$1" ]]; then echo "$BIN/$1"; else command -v "$1" || die "$1 is neither beside $PYTHON nor on PATH"; fi
 }
 
+data_root() {  # the data folder: fairseq_fusion_tools/data_paths.py (FUSION_DATA, ../shared/data, the cache)
+    "$PYTHON" -c "import sys; sys.path.insert(0, sys.argv[1]); from fairseq_fusion_tools import data_paths; print(data_paths.data_root())" "$REPO"
+}
+
 settings() {  # eval the shell variables settings.py prints for a step
     local out
     out="$("$PYTHON" "$RECIPES/common/settings.py" "$@" 2>/dev/null)" || die "settings.py $* failed"
@@ -72,7 +76,7 @@ usage: recipes/$TASK/prepare.sh [--local DIR] [--extra-train PREFIX]... [--paper
 Prepares $TASK for training: $source_text
 A folder prepared already (it has prepare.json) is left as it is: remove it to prepare it again.
 
-  --local DIR       read plain text (or .gz) from DIR$([[ -z "$LOCAL_DEFAULT" ]] && echo " instead of downloading")$([[ -n "$LOCAL_DEFAULT" ]] && echo " (default: \$FUSION_DATA/$LOCAL_DEFAULT, FUSION_DATA" && echo "                    defaulting to ../shared/data beside the repository)"):
+  --local DIR       read plain text (or .gz) from DIR$([[ -z "$LOCAL_DEFAULT" ]] && echo " instead of downloading")$([[ -n "$LOCAL_DEFAULT" ]] && echo " (default: \$FUSION_DATA/$LOCAL_DEFAULT, FUSION_DATA" && echo "                    defaulting to ../shared/data beside the repository, else make data's cache)"):
                     DIR/train.L, the dev set DIR/<name>.L and the test sets DIR/<name>.L (L = both languages;
                     names: ${VALID_PARTS[*]} ${TESTS[*]}; the test sets after the first are optional)
   --extra-train P   add P.SRC and P.TGT to the training data (corpora that need registration; repeatable)
@@ -126,7 +130,7 @@ recipe_prepare() {
         echo "| note: the papers' training data also has $reg (needs registration: add it with --extra-train PREFIX)"
     done
     if [[ -z "$local_dir" && -n "$LOCAL_DEFAULT" ]]; then
-        local_dir="${FUSION_DATA:-$REPO/../shared/data}/$LOCAL_DEFAULT"  # as fairseq_fusion_tools/data_paths.py
+        local_dir="$(data_root)/$LOCAL_DEFAULT"
     fi
     local raw="$WORK/raw"
     if [[ -n "$local_dir" ]]; then

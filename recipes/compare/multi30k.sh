@@ -20,7 +20,7 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
 fi
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
-DATA=${DATA:-../shared/data}
+DATA=${DATA:-$(python -m fairseq_fusion_tools.cli.fetch_data)}  # make data: FUSION_DATA, ../shared/data or the cache
 WORK=${WORK:-compare_work}
 SEEDS=${SEEDS:-1 2 3}
 UPDATES=${UPDATES:-400}
