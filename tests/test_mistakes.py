@@ -131,8 +131,19 @@ for command, flag in OUTPUTS.items():
     for mistake, where in [("read-only folder", "{readonly}"), ("under a file", "{ref}")]:
         bad = value.replace("{out}", where)
         ROWS.append((command, f"{flag} {mistake}", replace(VALID[command], flag, bad), [flag, bad]))
-for command in ("fusion-embedding-similarity", "fusion-lexical-probe", "fusion-information-probe"):
-    ROWS.append((command, "--split missing", replace(VALID[command], "--split", "nosuch"), ["--split", "nosuch", "test"]))
+# every command that reads a split of a data folder (its parser's split flags), given one the folder lacks
+SPLIT_FLAGS = ("--split", "--gen-subset", "--train-split", "--valid-split")
+REFUSED_FIRST = {"fusion-layer-attention-map", "fusion-layer-masking", "fusion-exploitation-score",  # the checkpoint's
+                 "fusion-shortcut-gates", "fusion-benchmark"}  # technique; --memory-only reads no --gen-subset
+for command in sorted(set(VALID) - REFUSED_FIRST):
+    module = __import__("fairseq_fusion_tools.cli." + command[len("fusion-"):].replace("-", "_"), fromlist=["get_parser"])
+    for flag in [f for f in SPLIT_FLAGS if f in module.get_parser()._option_string_actions]:
+        argv = replace(VALID[command], flag, "nosuch") if flag in VALID[command] else VALID[command] + [flag, "nosuch"]
+        named_file = command == "fusion-parse-spans"  # names the split's file it lacks, nosuch.bpe.en
+        ROWS.append((command, f"{flag} missing", argv, ["nosuch"] if named_file else [flag, "nosuch"]))
+ROWS.append(("fusion-benchmark", "--gen-subset missing, timed (its worker process refuses)",  # said as the worker's line
+             [a for a in VALID["fusion-benchmark"] if a != "--memory-only"] + ["--gen-subset", "nosuch", "--updates", "1"],
+             ["fusion-benchmark: transformer: split 'nosuch'", "--gen-subset"]))
 # the tiny checkpoint is surface fusion: none of the techniques these analyse
 for command, technique in [("fusion-layer-attention-map", "layer attention"), ("fusion-layer-masking", "layer attention"),
                            ("fusion-exploitation-score", "aggregation"), ("fusion-shortcut-gates", "shortcut")]:

@@ -29,7 +29,7 @@ import sys
 
 from .. import atomic_files
 from ..fairseq_runs import SIZES, fusion_archs
-from ..user_files import fail
+from ..user_files import PREFIX, fail
 
 
 def get_parser():
@@ -88,6 +88,9 @@ def run_worker(arch, argv, beams=None):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not line:
+        refusals = [ln for ln in proc.stderr.splitlines() if ln.startswith(PREFIX)]
+        if refusals:  # the worker refused its input (a command-line run of its own): its one line
+            fail(f"fusion-benchmark: {arch}: {refusals[-1][len(PREFIX):]}")
         fail(f"fusion-benchmark: {arch} failed:\n{proc.stderr[-3000:]}")
     return json.loads(line[-1][len("RESULT "):])
 
