@@ -101,6 +101,11 @@ CHANGES = [
            "is pruned again when loaded (Missing key(s))", "fix", "tests/test_fairseq_options.py::test_layers_to_keep_"
            "on_the_command_line_build_and_load", "wrap compat.fairseq_fixes._prune_unpruned_only",
            sources=src("dd36601b5249"), upstream="still needed on " + MAIN),
+    Change("fairseq.trainer._catalog_shared_params", "fairseq bug: the trainer logs a false 'detected shared "
+           "parameter' line for every bias-free projection (their absent biases, None, filed as one parameter)",
+           "fix", "tests/test_internals.py::test_training_log_names_no_absent_bias_as_shared",
+           "wrap compat.fairseq_fixes._real_parameters_only", sources=src("de2da18cb6df"),
+           upstream="not checked against " + MAIN),
     # checks of the plugin's own models, wherever they run (every model's inside a command-line run)
     Change("fairseq.models.fairseq_model.BaseFairseqModel.load_state_dict", "a checkpoint of another dictionary "
            "size: one line naming the dictionary (fairseq's ends in torch's size mismatch)", "plugin",
