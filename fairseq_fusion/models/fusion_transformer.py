@@ -15,10 +15,11 @@ from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
 from .attention_kernels import without_cudnn_attention
-from .. import compile_training, fusion_options, internals, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
+from .. import compile_training, fusion_options, modules  # noqa: F401  (modules: the techniques, registered in fusion_options)
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
 from . import dropout_names, torchscript
+from ..modules import internals
 from ..seams import OutputFusion
 
 
@@ -83,7 +84,7 @@ class FusionTransformerModel(TransformerModel):
     ):
         """fairseq's forward; other ``net_input`` keys of a task go to the encoder (``ctx.inputs``). In training mode
         with ``--fusion-compile`` it runs ``eager_forward`` compiled (``compile_training``); otherwise eager. With
-        ``--fusion-log-internals`` the figures the techniques recorded go to fairseq's metrics (``internals.py``)."""
+        ``--fusion-log-internals`` the figures the techniques recorded go to fairseq's metrics (``modules/internals.py``)."""
         run = self.eager_forward
         backend = getattr(self, "compile_backend", None)
         if backend is not None and self.training and not compile_training.is_compiling():

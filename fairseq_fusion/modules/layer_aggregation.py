@@ -49,7 +49,8 @@ import torch
 from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from torch import Tensor, nn
 
-from .. import fusion_options, internals
+from .. import fusion_options
+from . import internals
 from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
 from ..seams import LayerCombiner, LayerContext

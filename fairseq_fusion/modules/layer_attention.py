@@ -50,7 +50,8 @@ import torch.nn.functional as F
 from fairseq.modules import LayerNorm
 from torch import nn
 
-from .. import fusion_options, internals
+from .. import fusion_options
+from . import internals
 from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup, Range
 from ..errors import FusionError
 

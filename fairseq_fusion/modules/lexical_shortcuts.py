@@ -40,7 +40,8 @@ from fairseq import utils
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
-from .. import fusion_options, internals
+from .. import fusion_options
+from . import internals
 from ..fusion_options import REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
 from ..seams import LayerContext

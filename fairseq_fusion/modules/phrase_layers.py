@@ -29,7 +29,7 @@ from fairseq.modules.fairseq_dropout import FairseqDropout
 from torch import Tensor, nn
 
 from .phrase_segmentation import PhraseSegmenter, Segmentation
-from .. import internals
+from . import internals
 from ..errors import FusionError
 from ..seams import LayerContext
 

@@ -54,7 +54,8 @@ from fairseq import utils
 from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
-from .. import fusion_options, host_sync, internals
+from .. import fusion_options, host_sync
+from . import internals
 from ..fusion_options import REPLACES, Claim, Flag, OptionGroup, Range
 from ..errors import FusionError
 
