@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from fairseq.logging import metrics
 
 from conftest import run_cli, tiny_train_args
+from test_training_curve import run as curve
 from test_contracts import build, training_sample
 from test_host_syncs import SyncCounter, cuda_paths
 
@@ -199,6 +200,23 @@ def test_training_run_logs_figures_to_json_and_tensorboard(multi30k_slice, tmp_p
         assert [s for s, _ in board_series] == [1, 2, 3, 4]
         assert [v for _, v in board_series] == pytest.approx(series, abs=1e-4)
         assert name in tensorboard_scalars(os.path.join(board, "valid"))
+
+    log = tmp_path / "train.log"  # what `fairseq-train ... | tee train.log` keeps
+    log.write_text(proc.stdout)
+    drawn = curve([f"{log}=run", "--internals", "--out", str(tmp_path / "curve")])["internals"]["run"]
+    assert [p["num_updates"] for p in drawn["train"]] == [1, 2, 3, 4] and drawn["valid"]
+    assert all(float(r[name]) == pytest.approx(p[name[len("fusion/"):]]) for r, p in zip(inner, drawn["train"]))
+    assert os.path.getsize(tmp_path / "curve.internals.run.png") > 0
+
+
+def test_internals_plot_keeps_gates_on_the_unit_range():
+    from fairseq_fusion_tools.scoring import training_curve
+
+    points = {"train": [{"num_updates": n, "shortcuts/enc0_key_gate": 0.5 + n / 1000,
+                         "surface_fusion/kl_fused_decoder": 0.01 * n} for n in (1, 2, 3)], "valid": []}
+    fig = training_curve.plot_internals(points, "run")
+    limits = {ax.get_title().split(" ")[0]: ax.get_ylim() for ax in fig.axes}
+    assert limits["shortcuts"] == (0, 1) and limits["surface_fusion"][0] == 0  # a 0.002 wiggle stays a wiggle
 
 
 def test_training_log_names_no_absent_bias_as_shared(multi30k_slice, tmp_path):
