@@ -94,7 +94,7 @@ def internals_of_line(line):
         except json.JSONDecodeError:
             return None
         valid = any(k.startswith("valid_") for k in record)
-        if not valid and any(k.startswith("train_") for k in record):
+        if not valid and "loss" not in record:  # the epoch's summary has train_loss, an interval loss
             return None
         strip = len("valid_") if valid else 0
         fields = {k[strip:]: _number(v) for k, v in record.items()}
@@ -139,7 +139,8 @@ def plot_internals(points, title):
             valid = [(p["num_updates"], p[name]) for p in points["valid"] if name in p]
             line = None
             if train:
-                line, = ax.plot(*zip(*train), label=label, linewidth=1)
+                line, = ax.plot(*zip(*train), label=label, linewidth=1,  # colours repeat after 10: a new style
+                                linestyle=outputs.LINESTYLES[i // 10 % len(outputs.LINESTYLES)])
             if valid:
                 ax.plot(*zip(*valid), linestyle="none", marker=outputs.MARKERS[i % len(outputs.MARKERS)],
                         color=None if line is None else line.get_color(), label=None if line else label)
@@ -199,6 +200,9 @@ def main(args):
         if not os.path.isfile(path):
             fail(f"fusion-training-curve: {path}: no such log file")
         points = read_log(path, args.subset)
+        if not points and getattr(args, "internals", False):  # a run without validation: its internals only
+            logs[label] = path
+            continue
         if not points:
             fail(f"fusion-training-curve: {path} has no '{args.subset}' validation lines with num_updates "
                              "(expected fairseq-train's simple or json log)")
@@ -210,5 +214,6 @@ def main(args):
     result = {"subset": args.subset, "logs": logs, "curves": curves}
     if getattr(args, "internals", False):
         result["internals"] = write_internals(args.out, logs)
-    outputs.write_outputs(args.out, result, plot(curves, f"Validation ({args.subset}) of {', '.join(logs.values())}"))
+    fig = plot(curves, f"Validation ({args.subset}) of {', '.join(logs.values())}") if curves else None
+    outputs.write_outputs(args.out, result, fig)
     return result
