@@ -145,9 +145,13 @@ def test_surface_fusion_kl_is_that_of_the_models_own_distributions(data_dir):
     assert float(kl) > 0 and logged["surface_fusion/kl_fused_decoder"] == pytest.approx(float(kl), rel=1e-4)
 
 
-def test_compiled_forward_records_the_figures_in_one_graph(data_dir):
-    """Under --fusion-compile the figures are written from inside the graph (no break) and logged after it."""
-    model, task, args = build("transformer_lexical_shortcuts_ff", data_dir, extra=[FLAG])
+def test_compiled_forward_records_the_figures_in_one_graph_and_says_it_compiles(data_dir, monkeypatch, caplog):
+    """Under --fusion-compile the figures are written from inside the graph (no break) and logged after it; the
+    compiled forward's output is the one without the flag; the first call says it compiles, and how long it took."""
+    from fairseq_fusion import compile_training
+
+    model, task, _ = build("transformer_lexical_shortcuts_ff", data_dir, extra=[FLAG])
+    plain = build("transformer_lexical_shortcuts_ff", data_dir)[0]
     sample = training_sample(task)
     torch._dynamo.reset()
     explained = torch._dynamo.explain(model.eager_forward)(**sample["net_input"])
@@ -155,10 +159,20 @@ def test_compiled_forward_records_the_figures_in_one_graph(data_dir):
     assert len(model.fusion_internals) == 4 * L
     model.fusion_internals.clear()
     eager = forward_logged(model.eval(), sample)[1]
-    model.compile_backend = "eager"
-    compiled = forward_logged(model.train(), sample)[1]
+    monkeypatch.setattr(compile_training, "_COMPILED", {})  # this process's first compiled call
+    outputs = []
+    with caplog.at_level("INFO", logger=compile_training.__name__):
+        for m in (plain, model):
+            m.compile_backend = "eager"
+            torch.manual_seed(3)
+            out, logged = forward_logged(m.train(), sample)
+            outputs.append(out[0])
     torch._dynamo.reset()
-    assert sorted(compiled) == sorted(eager) and not model.fusion_internals
+    assert sorted(logged) == sorted(eager) and not model.fusion_internals
+    assert torch.equal(outputs[0], outputs[1])
+    said = [r.getMessage() for r in caplog.records if r.name == compile_training.__name__]
+    assert len(said) == 2 and "compiling the training forward" in said[0], said
+    assert re.search(r"compiled the training forward in [0-9.]+ s", said[1]), said
 
 
 def tensorboard_scalars(folder):
