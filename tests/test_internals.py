@@ -241,3 +241,20 @@ def test_training_log_names_no_absent_bias_as_shared(multi30k_slice, tmp_path):
     shared = [line for line in proc.stdout.splitlines() if "detected shared parameter" in line]
     assert shared and not [line for line in shared if ".bias" in line], shared
     assert all("embed_tokens.weight" in line or "output_projection.weight" in line for line in shared), shared
+
+
+def test_a_program_driving_fairseqs_trainer_gets_the_figures(data_dir):
+    """A user's own loop over fairseq's Trainer: the figures are in the metrics it aggregates, fairseq's own beside."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.trainer import Trainer
+
+    model, task, args = build("transformer_fine_grained_layer_attention", data_dir,
+                              extra=[FLAG, "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "1000"])
+    cfg = convert_namespace_to_omegaconf(args)
+    trainer = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+    with metrics.aggregate("my_run") as agg:
+        for _ in range(2):
+            trainer.train_step([training_sample(task)])
+    values = agg.get_smoothed_values()
+    assert "loss" in values and agg["fusion/layer_attention/dec0_entropy"].count == 2
+    assert sum(k.startswith("fusion/layer_attention/") for k in values) == 2 * L
