@@ -258,3 +258,18 @@ def test_a_program_driving_fairseqs_trainer_gets_the_figures(data_dir):
     values = agg.get_smoothed_values()
     assert "loss" in values and agg["fusion/layer_attention/dec0_entropy"].count == 2
     assert sum(k.startswith("fusion/layer_attention/") for k in values) == 2 * L
+
+
+def test_ctrl_c_writes_out_what_tensorboard_was_given(multi30k_slice, tmp_path):
+    """Ctrl-C ends a command-line run with os._exit (one line, status 130), which skips fairseq's exit hook that
+    closes its TensorBoard writers: the last intervals' figures were lost in the writer's queue."""
+    from test_interruptions import interrupted
+
+    board = str(tmp_path / "board")
+    args = tiny_train_args(multi30k_slice, str(tmp_path / "save"), "transformer_lexical_shortcuts", FLAG,
+                           "--tensorboard-logdir", board, max_update=100000)
+    proc = interrupted(args, r"train_inner \| .*num_updates=3,")
+    assert proc.marker_seen and proc.returncode == 130, proc.stdout[-2000:]
+    logged = [int(n) for n in re.findall(r"train_inner \| .*num_updates=(\d+),", proc.stdout)]
+    steps = [s for s, _ in tensorboard_scalars(os.path.join(board, "train_inner"))["fusion/shortcuts/enc0_key_gate"]]
+    assert steps == logged, (steps, logged)  # up to the last interval logged before Ctrl-C
