@@ -171,6 +171,10 @@ CHANGES = [
     Change("sys.meta_path", "patches fairseq_cli's command modules whenever they are imported (cli_hooks.py)",
            "command", "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "compat.cli_hooks.install"),
+    Change("fairseq.logging.progress_bar.TensorboardProgressBarWrapper._log_to_tensorboard", "--fusion-log-internals: "
+           "the layer-attention weights as an image at each validation (fairseq's writer takes scalars only)",
+           "command", "tests/test_internals.py::test_validation_draws_the_layer_attention_map_in_tensorboard",
+           "wrap compat.tensorboard_images._with_layer_maps", sources=src("c5d3cb0e0155")),
     Change("fairseq.checkpoint_utils.load_checkpoint_to_cpu", "a missing, cut or corrupt checkpoint and unknown "
            "--model-overrides keys: one line", "command", "tests/test_checkpoint_files.py::test_fairseq_generate_"
            "refuses_a_checkpoint_cut_short", "wrap guards.entry_checks._checked_load", sources=src("96f7d33cde8e|178584bf4c01")),

@@ -273,3 +273,43 @@ def test_ctrl_c_writes_out_what_tensorboard_was_given(multi30k_slice, tmp_path):
     logged = [int(n) for n in re.findall(r"train_inner \| .*num_updates=(\d+),", proc.stdout)]
     steps = [s for s, _ in tensorboard_scalars(os.path.join(board, "train_inner"))["fusion/shortcuts/enc0_key_gate"]]
     assert steps == logged, (steps, logged)  # up to the last interval logged before Ctrl-C
+
+
+def tensorboard_images(folder):
+    """{tag: [(step, H x W array in [0, 1])]} of the image summaries in ``folder``'s event files."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+    from tensorboardX.proto import event_pb2
+
+    found = {}
+    for path in sorted(glob.glob(os.path.join(folder, "events.out.tfevents.*"))):
+        data = open(path, "rb").read()
+        at = 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at:at + 8])
+            event = event_pb2.Event.FromString(data[at + 12:at + 12 + length])
+            at += 12 + length + 4
+            for value in event.summary.value:
+                if value.HasField("image"):
+                    pixels = np.asarray(Image.open(io.BytesIO(value.image.encoded_image_string)).convert("L"))
+                    found.setdefault(value.tag, []).append((event.step, pixels / 255.0))
+    return found
+
+
+def test_validation_draws_the_layer_attention_map_in_tensorboard(multi30k_slice, tmp_path):
+    """At validation the map (decoder layer x encoder layer) is an image whose cells are the logged weights."""
+    from fairseq.logging import progress_bar
+
+    board = str(tmp_path / "board")
+    run_cli(tiny_train_args(multi30k_slice, str(tmp_path / "save"), "transformer_fine_grained_layer_attention", FLAG,
+                            "--tensorboard-logdir", board, max_update=2))
+    progress_bar._close_writers()
+    scalars = tensorboard_scalars(os.path.join(board, "valid"))
+    (step, image), = tensorboard_images(os.path.join(board, "valid"))["fusion/layer_attention/map"]
+    assert image.shape == (16, 32)  # 1 decoder layer x (word embeddings, encoder layer 1), 16 pixels a cell
+    for n in (0, 1):
+        (logged_step, weight), = scalars[f"fusion/layer_attention/map_dec0_enc{n}"]
+        assert logged_step == step and image[8, 16 * n + 8] == pytest.approx(weight, abs=1 / 255)
+    assert "fusion/layer_attention/map" not in tensorboard_images(os.path.join(board, "train_inner"))

@@ -94,7 +94,8 @@ class LayerAttention(nn.Module):
 
     def record_internals(self):
         """The learned weights (no DropConnect), per attending decoder layer m: their entropy over the encoder
-        layers (nats, mean over the D dimensions) and the weight on the word embeddings (n = 0), mean over D."""
+        layers (nats, mean over the D dimensions) and the weight on the word embeddings (n = 0), mean over D; at
+        validation also every weight (the map of the paper's Fig. 1)."""
         w = self.weight.detach().float()
         if self.mask is not None:
             keep = torch.tensor([n != self.mask for n in self.sources], device=w.device)
@@ -106,6 +107,10 @@ class LayerAttention(nn.Module):
             internals.record(self, f"layer_attention/dec{m}_entropy", spread[i])
             if on_embed is not None:
                 internals.record(self, f"layer_attention/dec{m}_on_embed", on_embed[i])
+        if not self.training:  # validation: the whole map (TensorBoard draws it as an image, compat/tensorboard_images.py)
+            for i, m in enumerate(self.attending):
+                for j, n in enumerate(self.sources):
+                    internals.record(self, f"layer_attention/map_dec{m}_enc{n}", probs[i, j].mean())
 
     def set_mask(self, layer):
         """Mask encoder layer ``layer`` (0 = embeddings, N = output) or ``None`` for no mask."""
