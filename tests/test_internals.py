@@ -175,6 +175,21 @@ def test_compiled_forward_records_the_figures_in_one_graph_and_says_it_compiles(
     assert re.search(r"compiled the training forward in [0-9.]+ s", said[1]), said
 
 
+@pytest.fixture
+def fresh_tensorboard_writers():
+    """fairseq keeps its TensorBoard writers per tag for the process: an earlier in-process run's writers (another
+    --tensorboard-logdir) would take this run's events. Closed (what a process's exit does) and forgotten."""
+    from fairseq.logging import progress_bar
+
+    def close():
+        progress_bar._close_writers()
+        progress_bar._tensorboard_writers.clear()
+
+    close()
+    yield close
+    close()
+
+
 def tensorboard_scalars(folder):
     """{tag: [(step, value)]} of the scalar summaries in ``folder``'s event files (TFRecord framing read here)."""
     from tensorboardX.proto import event_pb2
@@ -192,15 +207,13 @@ def tensorboard_scalars(folder):
     return found
 
 
-def test_training_run_logs_figures_to_json_and_tensorboard(multi30k_slice, tmp_path):
+def test_training_run_logs_figures_to_json_and_tensorboard(multi30k_slice, tmp_path, fresh_tensorboard_writers):
     """fairseq-train: every promised figure in each train_inner and valid line of the JSON log and in TensorBoard,
     moving over 4 updates; the trainer names no absent bias as a shared parameter."""
     board = str(tmp_path / "board")
     proc = run_cli(tiny_train_args(multi30k_slice, str(tmp_path / "save"), "transformer_lexical_shortcuts", FLAG,
                                    "--log-format", "json", "--tensorboard-logdir", board, max_update=4))
-    from fairseq.logging import progress_bar
-
-    progress_bar._close_writers()  # what the process's exit does (atexit): the event files written out
+    fresh_tensorboard_writers()  # what the process's exit does (atexit): the event files written out
     names = [f"fusion/shortcuts/{side}0_{which}_gate" for side in ("enc", "dec") for which in ("key", "value")]
     records = [json.loads(line[line.index("{"):]) for line in proc.stdout.splitlines() if '{"epoch"' in line]
     inner = [r for r in records if "loss" in r]
@@ -298,14 +311,12 @@ def tensorboard_images(folder):
     return found
 
 
-def test_validation_draws_the_layer_attention_map_in_tensorboard(multi30k_slice, tmp_path):
+def test_validation_draws_the_layer_attention_map_in_tensorboard(multi30k_slice, tmp_path, fresh_tensorboard_writers):
     """At validation the map (decoder layer x encoder layer) is an image whose cells are the logged weights."""
-    from fairseq.logging import progress_bar
-
     board = str(tmp_path / "board")
     run_cli(tiny_train_args(multi30k_slice, str(tmp_path / "save"), "transformer_fine_grained_layer_attention", FLAG,
                             "--tensorboard-logdir", board, max_update=2))
-    progress_bar._close_writers()
+    fresh_tensorboard_writers()
     scalars = tensorboard_scalars(os.path.join(board, "valid"))
     (step, image), = tensorboard_images(os.path.join(board, "valid"))["fusion/layer_attention/map"]
     assert image.shape == (16, 32)  # 1 decoder layer x (word embeddings, encoder layer 1), 16 pixels a cell
