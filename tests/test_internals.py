@@ -324,3 +324,13 @@ def test_validation_draws_the_layer_attention_map_in_tensorboard(multi30k_slice,
         (logged_step, weight), = scalars[f"fusion/layer_attention/map_dec0_enc{n}"]
         assert logged_step == step and image[8, 16 * n + 8] == pytest.approx(weight, abs=1 / 255)
     assert "fusion/layer_attention/map" not in tensorboard_images(os.path.join(board, "train_inner"))
+
+
+def test_the_flag_alone_leaves_layerdrop_pruning_allowed(data_dir):
+    """--encoder-layers-to-keep is refused with a technique (they index layers), not with a flag that only reports."""
+    from fairseq_fusion.errors import FusionError
+
+    model = build("fusion_transformer", data_dir, extra=[FLAG, "--encoder-layers-to-keep", "0,2"])[0]
+    assert len(model.encoder.layers) == 2
+    with pytest.raises(FusionError, match="--encoder-layers-to-keep"):
+        build("fusion_transformer", data_dir, extra=[FLAG, "--layer-attention", "fine", "--encoder-layers-to-keep", "0,2"])

@@ -83,7 +83,7 @@ fusion_options.register(
             Flag("fusion_log_internals", False,
                  "log what each technique does inside the network (gates, layer weights, entropies, KL) as "
                  "fairseq metrics under fusion/ at each --log-interval and validation (console, JSON, TensorBoard, "
-                 "W&B); changes no loss or parameter", type=bool, switch=True),
+                 "W&B); changes no loss or parameter", type=bool, switch=True, per_layer=False),
         ],
         attach=attach,
     )
