@@ -21,8 +21,12 @@ compile into one graph: what sizes tensors from data (the phrase segmentation) i
 ``eager_input_hooks`` (``docs/compile.md``).
 """
 import functools
+import logging
+import time
 
 from .errors import FusionError
+
+logger = logging.getLogger(__name__)
 
 OPTION = "--fusion-compile"
 DEST = "fusion_compile"
@@ -88,8 +92,18 @@ def compiled(function, name, random="fused"):
         options = {"fallback_random": True} if name == "inductor" and random == "eager" else None
         graph = torch.compile(function, dynamic=True, backend=name, options=options)
 
+        first = [True]
+
         @functools.wraps(function)
         def run(*args, **kwargs):
+            if first[0]:  # the first call traces and compiles: a minute or more of silence otherwise
+                first[0] = False
+                logger.info(f"{OPTION} {name}: compiling the training forward (the first update waits for it)")
+                start = time.perf_counter()
+                with fx_config.patch(use_duck_shape=False):
+                    out = graph(*args, **kwargs)
+                logger.info(f"{OPTION} {name}: compiled the training forward in {time.perf_counter() - start:.1f} s")
+                return out
             with fx_config.patch(use_duck_shape=False):
                 return graph(*args, **kwargs)
 

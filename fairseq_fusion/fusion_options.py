@@ -62,6 +62,9 @@ class Flag:
     # what checkpoints written before the flag existed computed (OPTIONS_VERSION 1), when that
     # differs from ``default``; such a checkpoint gets this value, never silently the new default
     legacy: object = None
+    # whether it changes the model by layer (what --encoder/decoder-layers-to-keep pruning would break); a flag that
+    # only reports (--fusion-log-internals) does not
+    per_layer: bool = True
 
 
 # The seams a technique can claim (ARCHITECTURE.md, "Seams"), by stack where a technique can take one side
@@ -301,7 +304,8 @@ def check_layers_to_keep(args):
     for side in ("encoder", "decoder"):
         if not getattr(args, f"{side}_layers_to_keep", None):
             continue
-        on = [f.name for g in GROUPS for f in g.flags if getattr(args, f.name, None) not in (None, f.default)]
+        on = [f.name for g in GROUPS for f in g.flags
+              if f.per_layer and getattr(args, f.name, None) not in (None, f.default)]
         if on:
             raise FusionError(
                 f"--{side}-layers-to-keep prunes and renumbers layers, which {option_name(on[0])} "

@@ -101,6 +101,11 @@ CHANGES = [
            "is pruned again when loaded (Missing key(s))", "fix", "tests/test_fairseq_options.py::test_layers_to_keep_"
            "on_the_command_line_build_and_load", "wrap compat.fairseq_fixes._prune_unpruned_only",
            sources=src("dd36601b5249"), upstream="still needed on " + MAIN),
+    Change("fairseq.trainer._catalog_shared_params", "fairseq bug: the trainer logs a false 'detected shared "
+           "parameter' line for every bias-free projection (their absent biases, None, filed as one parameter)",
+           "fix", "tests/test_internals.py::test_training_log_names_no_absent_bias_as_shared",
+           "wrap compat.fairseq_fixes._real_parameters_only", sources=src("de2da18cb6df"),
+           upstream="not checked against " + MAIN),
     # checks of the plugin's own models, wherever they run (every model's inside a command-line run)
     Change("fairseq.models.fairseq_model.BaseFairseqModel.load_state_dict", "a checkpoint of another dictionary "
            "size: one line naming the dictionary (fairseq's ends in torch's size mismatch)", "plugin",
@@ -166,6 +171,10 @@ CHANGES = [
     Change("sys.meta_path", "patches fairseq_cli's command modules whenever they are imported (cli_hooks.py)",
            "command", "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "compat.cli_hooks.install"),
+    Change("fairseq.logging.progress_bar.TensorboardProgressBarWrapper._log_to_tensorboard", "--fusion-log-internals: "
+           "the layer-attention weights as an image at each validation (fairseq's writer takes scalars only)",
+           "command", "tests/test_internals.py::test_validation_draws_the_layer_attention_map_in_tensorboard",
+           "wrap compat.tensorboard_images._with_layer_maps", sources=src("c5d3cb0e0155")),
     Change("fairseq.checkpoint_utils.load_checkpoint_to_cpu", "a missing, cut or corrupt checkpoint and unknown "
            "--model-overrides keys: one line", "command", "tests/test_checkpoint_files.py::test_fairseq_generate_"
            "refuses_a_checkpoint_cut_short", "wrap guards.entry_checks._checked_load", sources=src("96f7d33cde8e|178584bf4c01")),

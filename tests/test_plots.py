@@ -88,6 +88,17 @@ def test_lexical_gates_plot():
 
     fig = lexical_gates.plot({"checkpoint1": gate_statistics(), "checkpoint_best": gate_statistics()}, f"of {CKPT}, {CKPT2} (test)")
     assert_readable(fig, CKPT, CKPT2)
+    assert {ax.get_ylim() for ax in fig.axes[0::3] + fig.axes[1::3]} == {(0, 1)}  # means near 0.5 stay near 0.5
+
+
+def test_gate_legend_names_the_update_count(tmp_path):
+    from fairseq_fusion_tools.analysis.common import with_updates
+
+    path = tmp_path / "checkpoint_last.pt"
+    torch.save({"optimizer_history": [{"num_updates": 50}, {"num_updates": 1200}], "model": {}}, path)
+    assert with_updates("checkpoint_last", str(path)) == "checkpoint_last (1200 updates)"
+    torch.save({"model": {}}, path)
+    assert with_updates("checkpoint_last", str(path)) == "checkpoint_last"
 
 
 @pytest.mark.parametrize("n_checkpoints", [2, 5])

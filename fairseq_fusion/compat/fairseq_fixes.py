@@ -1,4 +1,4 @@
-"""Narrow patches of six fairseq 0.12 bugs that change what users measure (0.12.0-0.12.3; the diverse beam search
+"""Narrow patches of seven fairseq 0.12 bugs that change what users measure (0.12.0-0.12.3; the diverse beam search
 bug is in fairseq's main branch too).
 
 - ``data_utils.batch_by_size`` drops the last batch when its size is not a multiple of
@@ -30,6 +30,10 @@ bug is in fairseq's main branch too).
   the option still in its configuration, so loading it prunes them again (keeps layer 0, finds no layer 2) and ends
   in "Missing key(s)". ``prune_state_dict`` now leaves a side whose checkpoint already holds exactly as many layers
   as the option keeps (a full model holds more); every other checkpoint is pruned as before.
+- ``trainer._catalog_shared_params`` files every module's parameter slot by its value, and a ``Linear(bias=False)``
+  holds ``None`` there: every bias-free projection "shares" the output projection's absent bias, and the trainer logs
+  one false ``detected shared parameter: ...bias <- ...bias`` line for each (24 with lexical shortcuts). We leave the
+  empty slots out; real shared parameters (tied embeddings) are found as before.
 """
 import contextlib
 import math
@@ -140,4 +144,17 @@ def _overlap_rows_not_ids(step_fn):
 
     wrapper.patched_by_fairseq_fusion = True
     wrapper.fairseq_step = step_fn  # fairseq's own (tests compare with it)
+    return wrapper
+
+
+def _real_parameters_only(catalog_shared_params):
+    """fairseq's catalog of shared parameters without the ``None`` slots of bias-free modules."""
+    def wrapper(module, memo=None, prefix=""):
+        if memo is not None:  # fairseq's own recursion
+            return catalog_shared_params(module, memo, prefix)
+        memo = {}
+        catalog_shared_params(module, memo, prefix)
+        return [names for param, names in memo.items() if param is not None and len(names) > 1]
+
+    wrapper.patched_by_fairseq_fusion = True
     return wrapper

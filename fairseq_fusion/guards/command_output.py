@@ -90,6 +90,7 @@ def report_interrupt(tb=None):
         print(file=sys.stderr)  # past the "^C" the terminal echoed
         print(interrupted_message(), file=sys.stderr)
         stop_children()
+        flush_log_writers()
         _collect(tb)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -98,6 +99,17 @@ def report_interrupt(tb=None):
     # skip the interpreter's teardown: native threads still running there end it in std::terminate
     # ("terminate called without an active exception") after this line
     exit_now(130)
+
+
+def flush_log_writers():
+    """What a training logged, written out before ``os._exit`` skips fairseq's exit hook that would: its TensorBoard
+    writers (``--tensorboard-logdir``) and a W&B run (``--wandb-project``), where the run opened them."""
+    progress = sys.modules.get("fairseq.logging.progress_bar")
+    if progress is not None:
+        progress._close_writers()
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish(exit_code=130)
 
 
 def _collect(tb):

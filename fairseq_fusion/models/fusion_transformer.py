@@ -19,6 +19,7 @@ from .. import compile_training, fusion_options, modules  # noqa: F401  (modules
 from .fusion_decoder import FusionTransformerDecoder
 from .fusion_encoder import FusionTransformerEncoder
 from . import dropout_names, torchscript
+from ..modules import internals
 from ..seams import OutputFusion
 
 
@@ -82,7 +83,8 @@ class FusionTransformerModel(TransformerModel):
         **extra_encoder_inputs,
     ):
         """fairseq's forward; other ``net_input`` keys of a task go to the encoder (``ctx.inputs``). In training mode
-        with ``--fusion-compile`` it runs ``eager_forward`` compiled (``compile_training``); otherwise eager."""
+        with ``--fusion-compile`` it runs ``eager_forward`` compiled (``compile_training``); otherwise eager. With
+        ``--fusion-log-internals`` the figures the techniques recorded go to fairseq's metrics (``modules/internals.py``)."""
         run = self.eager_forward
         backend = getattr(self, "compile_backend", None)
         if backend is not None and self.training and not compile_training.is_compiling():
@@ -91,8 +93,12 @@ class FusionTransformerModel(TransformerModel):
             for hook in self.encoder.eager_input_hooks:  # what sizes tensors from data, computed outside the graph
                 extra_encoder_inputs = {**extra_encoder_inputs, **hook(src_tokens, extra_encoder_inputs)}
         with without_cudnn_attention(src_tokens):
-            return run(src_tokens, src_lengths, prev_output_tokens, return_all_hiddens, features_only, alignment_layer,
-                       alignment_heads, **extra_encoder_inputs)
+            out = run(src_tokens, src_lengths, prev_output_tokens, return_all_hiddens, features_only, alignment_layer,
+                      alignment_heads, **extra_encoder_inputs)
+        recorded = getattr(self, "fusion_internals", None)  # --fusion-log-internals: this forward's figures
+        if recorded and not compile_training.is_compiling():
+            internals.log_recorded(recorded)
+        return out
 
     def eager_forward(
         self,

@@ -50,6 +50,7 @@ from fairseq.modules import FairseqDropout, LayerNorm, MultiheadAttention
 from torch import Tensor, nn
 
 from .. import fusion_options
+from . import internals
 from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
 from ..seams import LayerCombiner, LayerContext
@@ -90,6 +91,8 @@ class Aggregation(nn.Module):
                 nn.init.zeros_(fc.bias)
         self.dropout_module = FairseqDropout(dropout, module_name=type(self).__name__)
         self.layer_norm = LayerNorm(dim)
+        self.internals_sink = None  # --fusion-log-internals (internals.py): Eq. 11's share of each input
+        self.internals_name = "agg"  # set by attach, e.g. layer_aggregation/encoder_agg1
 
     def transform(self, inputs: List[Tensor]) -> Tensor:
         if self.function == "attention":
@@ -111,6 +114,9 @@ class Aggregation(nn.Module):
     def forward(self, inputs: List[Tensor]) -> Tensor:
         if len(inputs) != self.num_inputs:
             raise ValueError(f"{self.name or 'AGG'} expects {self.num_inputs} inputs, got {len(inputs)}")
+        if self.internals_sink is not None and self.function != "attention":  # attention: no per-input weights
+            for j, share in enumerate(internals.exploitation(self.input_weights()).unbind(0)):
+                internals.record(self, f"{self.internals_name}_x{j + 1}", share)
         return self.layer_norm(self.dropout_module(self.transform(inputs)) + self.residual_of(inputs))
 
     def input_weights(self) -> List[Tensor]:
@@ -196,12 +202,22 @@ class LinearCombination(nn.Module):
         self.weights = linear_weights(num_layers + 1 - self.first, dim)
         self.input_names = [f"H^{l}" for l in range(self.first, num_layers + 1)]
         self.__dict__["layer_inputs"] = []  # plain list: the modules belong to the layers
+        self.internals_sink = None  # --fusion-log-internals (internals.py): each state's share of the weights
+        self.internals_name = "stack"  # set by attach: encoder or decoder
 
     def combine_layers(self, idx, x, states, ctx):
         return x
 
     def stack_output(self, states, ctx):
+        if self.internals_sink is not None:
+            self.record_internals()
         return sum(w(h) for w, h in zip(self.weights, states[self.first:]))
+
+    def record_internals(self):
+        """The weight on each combined state H^l: its matrix's share of the L1 mass (Eq. 11's exploitation)."""
+        shares = internals.exploitation(self.input_weights())
+        for l, share in zip(range(self.first, self.first + len(self.weights)), shares.unbind(0)):
+            internals.record(self, f"layer_aggregation/{self.internals_name}_on_H{l}", share)
 
     def install_layer_inputs(self, layers, dim):
         """Put a ``LayerInputCombination`` first in every layer's plan (``every_layer`` only)."""
@@ -336,6 +352,9 @@ def attach(model, args):
             kind, len(stack.layers), getattr(args, f"{side}_embed_dim"),
             getattr(args, f"{side}_ffn_embed_dim"), args, getattr(args, f"{side}_attention_heads"),
         )
+        stack.layer_combiner.internals_name = side
+        for i, node in enumerate(getattr(stack.layer_combiner, "aggs", [])):
+            node.internals_name = f"layer_aggregation/{side}_agg{i + 1}"
         if kind == "linear" and stack.layer_combiner.every_layer:
             stack.layer_combiner.install_layer_inputs(stack.layers, getattr(args, f"{side}_embed_dim"))
 

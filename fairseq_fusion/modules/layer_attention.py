@@ -51,6 +51,7 @@ from fairseq.modules import LayerNorm
 from torch import nn
 
 from .. import fusion_options
+from . import internals
 from ..fusion_options import EXTENDS, REMOVES, REPLACES, Claim, Flag, OptionGroup, Range
 from ..errors import FusionError
 
@@ -89,6 +90,27 @@ class LayerAttention(nn.Module):
         self.mix_norm = LayerNorm(embed_dim) if layernorm else None  # LN of S^m, shared by all m
         # X^N: the encoder output (after a pre-norm encoder's final LayerNorm) or the last layer's output before it
         self.top_state = top_state
+        self.internals_sink = None  # --fusion-log-internals (internals.py): entropy and embedding weight per layer
+
+    def record_internals(self):
+        """The learned weights (no DropConnect), per attending decoder layer m: their entropy over the encoder
+        layers (nats, mean over the D dimensions) and the weight on the word embeddings (n = 0), mean over D; at
+        validation also every weight (the map of the paper's Fig. 1)."""
+        w = self.weight.detach().float()
+        if self.mask is not None:
+            keep = torch.tensor([n != self.mask for n in self.sources], device=w.device)
+            w = w.masked_fill(~keep.view(1, -1, 1), float("-inf"))
+        probs = torch.softmax(w, dim=1)  # A x S x D
+        spread = internals.entropy(probs, dim=1).mean(-1)  # A
+        on_embed = probs[:, self.sources.index(0)].mean(-1) if 0 in self.sources else None
+        for i, m in enumerate(self.attending):
+            internals.record(self, f"layer_attention/dec{m}_entropy", spread[i])
+            if on_embed is not None:
+                internals.record(self, f"layer_attention/dec{m}_on_embed", on_embed[i])
+        if not self.training:  # validation: the whole map (TensorBoard draws it as an image, compat/tensorboard_images.py)
+            for i, m in enumerate(self.attending):
+                for j, n in enumerate(self.sources):
+                    internals.record(self, f"layer_attention/map_dec{m}_enc{n}", probs[i, j].mean())
 
     def set_mask(self, layer):
         """Mask encoder layer ``layer`` (0 = embeddings, N = output) or ``None`` for no mask."""
@@ -125,6 +147,8 @@ class LayerAttention(nn.Module):
     def add_encoder_output(self, out, ctx):
         """Encoder hook: out[MEMORY_KEY] = [S^m for each attending decoder layer m]."""
         inputs = torch.stack(self.layer_inputs(out), dim=0)  # S x T x B x C
+        if self.internals_sink is not None:
+            self.record_internals()
         weights = self.layer_weights()  # A x S x D
         # every attending layer's mix in one product (one per-layer einsum copied the whole stack each time)
         if weights.size(-1) == 1:  # coarse: one weight per encoder layer, a plain matrix product

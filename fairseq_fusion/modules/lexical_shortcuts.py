@@ -41,6 +41,7 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
 from .. import fusion_options
+from . import internals
 from ..fusion_options import REPLACES, Claim, Flag, OptionGroup
 from ..errors import FusionError
 from ..seams import LayerContext
@@ -91,6 +92,8 @@ class ShortcutMultiheadAttention(MultiheadAttention):
             self.v_embed_proj = nn.Linear(embed_dim, embed_dim, bias=False)
         else:
             self.k_embed_proj = self.v_embed_proj = None
+        self.internals_sink = None  # --fusion-log-internals (internals.py): the mean gates r^K, r^V
+        self.internals_name = f"layer{layer_idx}"  # set by attach: the stack and layer
         self.k_gate = ShortcutGate(embed_dim)  # b^K (Eq. 9)
         self.v_gate = ShortcutGate(embed_dim)  # b^V (Eq. 10)
         gain = 1 / math.sqrt(2)  # as fairseq initializes k/v projections
@@ -145,7 +148,7 @@ class ShortcutMultiheadAttention(MultiheadAttention):
             )
         return e
 
-    def gated_key_value(self, embed: Tensor, key: Tensor, value: Tensor):
+    def gated_key_value(self, embed: Tensor, key: Tensor, value: Tensor, keep: Optional[Tensor] = None):
         """(K', V') of Eq. 11-12 from E and H (T x B x C each).
 
         Written to keep little for the backward pass (the same values): W^{K_SC} [E; H] of Eq. 13 as
@@ -153,7 +156,8 @@ class ShortcutMultiheadAttention(MultiheadAttention):
         H are kept once, by every product that reads them), and r K_SC + (1 - r) K as K + r (K_SC - K)
         (keeps r and K_SC - K instead of r, 1 - r, K_SC and K). The products that read the same input are
         one product with the weights stacked (E: 2 or 4, H: 2 or 4 where keys and values are the same
-        tensor, as in fairseq's self- and encoder attention): fewer, larger kernels, the same values."""
+        tensor, as in fairseq's self- and encoder attention): fewer, larger kernels, the same values.
+        With ``--fusion-log-internals`` the gates' means over the tokens ``keep`` marks (S x B) are recorded."""
         embed = embed.contiguous()  # one copy of a transposed E for all its products, not one per product
         if self.feature_fusion:
             d = embed.size(-1)
@@ -171,6 +175,9 @@ class ShortcutMultiheadAttention(MultiheadAttention):
                                  [self.k_proj.bias, self.v_proj.bias])  # Eq. 7-8
         r_k = self.k_gate(k_sc, k)
         r_v = self.v_gate(v_sc, v)
+        if keep is not None:  # --fusion-log-internals, a full forward
+            internals.record(self, f"shortcuts/{self.internals_name}_key_gate", internals.masked_mean(r_k.detach(), keep))
+            internals.record(self, f"shortcuts/{self.internals_name}_value_gate", internals.masked_mean(r_v.detach(), keep))
         return k + r_k * (k_sc - k), v + r_v * (v_sc - v)  # Eq. 11-12: r SC + (1 - r) H
 
     @staticmethod
@@ -221,7 +228,12 @@ class ShortcutMultiheadAttention(MultiheadAttention):
         q = q.contiguous().view(tgt_len, bsz * self.num_heads, self.head_dim).transpose(0, 1)
         k = v = None
         if not reuse:
-            k, v = self.gated_key_value(self.shortcut_input(st, key.size(0)), key, value)
+            keep = None
+            if self.internals_sink is not None and incremental_state is None:  # --fusion-log-internals
+                keep = key.new_ones(key.shape[:2], dtype=torch.bool)
+                if key_padding_mask is not None and key_padding_mask.dim() > 0:
+                    keep = ~key_padding_mask.t().bool()
+            k, v = self.gated_key_value(self.shortcut_input(st, key.size(0)), key, value, keep)
             k = k.contiguous().view(-1, bsz * self.num_heads, self.head_dim).transpose(0, 1)
             v = v.contiguous().view(-1, bsz * self.num_heads, self.head_dim).transpose(0, 1)
 
@@ -301,14 +313,16 @@ def claims(args):
     return found
 
 
-def _install(layer, name, **kwargs):
+def _install(layer, name, tag, **kwargs):
     base = getattr(layer, name, None)
     if base is None or name not in layer.plan:
         raise FusionError(
             f"--lexical-shortcuts: layer {layer.layer_idx} has no '{name}' sub-layer "
             f"(plan {list(layer.plan)}); another option removed it"
         )
-    setattr(layer, name, ShortcutMultiheadAttention.from_attention(base, layer_idx=layer.layer_idx, **kwargs))
+    attention = ShortcutMultiheadAttention.from_attention(base, layer_idx=layer.layer_idx, **kwargs)
+    attention.internals_name = f"{tag}{layer.layer_idx}"  # e.g. enc0, dec5, encdec5
+    setattr(layer, name, attention)
 
 
 def attach(model, args):
@@ -321,11 +335,11 @@ def attach(model, args):
         stacks = [model.encoder] * (sides in ("both", "encoder")) + [model.decoder] * (sides in ("both", "decoder"))
         for stack in stacks:
             for layer in stack.layers:
-                _install(layer, "self_attn", nonlexical=bool(args.lexical_shortcuts_nonlexical), **common)
+                _install(layer, "self_attn", "enc" if stack is model.encoder else "dec", nonlexical=bool(args.lexical_shortcuts_nonlexical), **common)
     if args.lexical_shortcuts_enc_dec:
         model.encoder.states_for_decoder = True  # E^enc = encoder_states[0], also in generation
         for layer in model.decoder.layers:
-            _install(layer, "encoder_attn", enc_dec=True, **common)
+            _install(layer, "encoder_attn", "encdec", enc_dec=True, **common)
 
 
 fusion_options.register(

@@ -259,6 +259,8 @@ def attach(model, args):
                 agg_residual=args.aggregation_residual, agg_dropout=args.dropout,
                 separate=args.multilayer_attention_projections == "separate",
             )
+            tag = "enc" if side == "encoder" else "dec"
+            layer.self_attn.agg.internals_name = f"multilayer_attention/{tag}{layer.layer_idx}"  # --fusion-log-internals
 
 
 fusion_options.register(

@@ -29,6 +29,7 @@ from fairseq.modules.fairseq_dropout import FairseqDropout
 from torch import Tensor, nn
 
 from .phrase_segmentation import PhraseSegmenter, Segmentation
+from . import internals
 from ..errors import FusionError
 from ..seams import LayerContext
 
@@ -103,9 +104,14 @@ class PhraseAttentiveCombination(nn.Module):
         self.layer_norm = LayerNorm(embed_dim)
         self.dropout_module = FairseqDropout(cfg.dropout, module_name=type(self).__name__)
         self.normalize_before = normalize_before
+        self.internals_sink = None  # --fusion-log-internals (internals.py): the attention's entropy over phrases
+        self.internals_name = "layer"  # set by attach: enc0, dec0, ...
 
-    def forward(self, x, phrases, phrase_padding_mask, incremental_state=None):
+    def forward(self, x, phrases, phrase_padding_mask, incremental_state=None, query_padding_mask=None):
         residual = x
+        if self.internals_sink is not None and incremental_state is None:
+            self.record_internals(self.layer_norm(x) if self.normalize_before else x, phrases, phrase_padding_mask,
+                                  query_padding_mask)
         if self.normalize_before:
             x = self.layer_norm(x)
         out_phrase, _ = self.attn(  # Eq. 7, x as the query
@@ -127,6 +133,20 @@ class PhraseAttentiveCombination(nn.Module):
             x = self.layer_norm(x)
         return x
 
+    def record_internals(self, query, phrases, phrase_padding_mask, query_padding_mask):
+        """Entropy (nats) of Eq. 7's attention over the phrases, mean over heads and the tokens of the batch's first
+        sentence (one sentence: recomputed beside the fused attention kernel at a small share of its cost)."""
+        with torch.no_grad():
+            a, heads = self.attn, self.attn.num_heads
+            q = (a.q_proj(query[:, :1]) * a.scaling).view(-1, heads, a.head_dim).transpose(0, 1)  # H x T x hd
+            k = a.k_proj(phrases[:, :1]).view(-1, heads, a.head_dim).transpose(0, 1)  # H x P x hd
+            scores = torch.bmm(q, k.transpose(1, 2)).float()  # H x T x P
+            if phrase_padding_mask is not None:
+                scores = scores.masked_fill(phrase_padding_mask[:1].view(1, 1, -1).bool(), float("-inf"))
+            spread = internals.entropy(torch.softmax(scores, dim=-1)).mean(0)  # T
+            keep = None if query_padding_mask is None else ~query_padding_mask[:1].t().bool()
+            internals.record(self, f"phrases/{self.internals_name}_entropy", internals.masked_mean(spread[:, None], keep))
+
 
 class PhraseEncoderSublayer(nn.Module):
     """Encoder layer k: R^k from the layer's input (Eq. 2-5), then attentive combination (Eq. 7-8); a
@@ -147,7 +167,7 @@ class PhraseEncoderSublayer(nn.Module):
         source = self.combine.layer_norm(x) if self.combine.normalize_before else x
         phrases = self.represent(source, seg)
         ctx.cache.setdefault(PHRASE_REPS, []).append(phrases)
-        return self.combine(x, phrases, seg.phrase_padding_mask)
+        return self.combine(x, phrases, seg.phrase_padding_mask, query_padding_mask=st.self_attn_padding_mask)
 
 
 class PhraseEncoderOutput(nn.Module):
@@ -217,4 +237,5 @@ class PhraseDecoderSublayer(nn.Module):
         # static keys/values cached at the first step: fairseq's attention ignores ``key`` then
         phrases = None if cached else self.decoder_phrases(encoder_out[PHRASE_REPS])
         mask = encoder_out[PHRASE_PADDING_MASK][0]
-        return self.combine(x, phrases, mask, incremental_state=incremental_state)
+        return self.combine(x, phrases, mask, incremental_state=incremental_state,
+                            query_padding_mask=st.self_attn_padding_mask)

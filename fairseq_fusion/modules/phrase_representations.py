@@ -113,7 +113,9 @@ def attach(model, args):
     encoder, decoder = model.encoder, model.decoder
     segmenter = PhraseSegmenter(option(args, "phrase_segmentation"), encoder.padding_idx, option(args, "phrase_size_rounding"))
     for layer in encoder.layers:
-        add_sublayer(layer, SUBLAYER, PhraseEncoderSublayer(cfg, segmenter, glance, attentive, combiner), "self_attn")
+        sub = PhraseEncoderSublayer(cfg, segmenter, glance, attentive, combiner)
+        sub.combine.internals_name = f"enc{layer.layer_idx}"
+        add_sublayer(layer, SUBLAYER, sub, "self_attn")
     encoder.phrase_output = PhraseEncoderOutput(cfg.encoder.embed_dim, segmenter, glance, attentive, transparent)
     encoder.extra_output_hooks.append(encoder.phrase_output)
     encoder.eager_input_hooks.append(segmenter.eager_input)  # --fusion-compile: no graph break on the phrase count
@@ -121,6 +123,7 @@ def attach(model, args):
     num_states = len(encoder.layers) + 1  # Eq. 6: i = 0 (embedding layer) .. d
     for layer in decoder.layers:
         sub = PhraseDecoderSublayer(cfg, num_states, transparent, combiner, option(args, "phrase_transparent_dropconnect"))
+        sub.combine.internals_name = f"dec{layer.layer_idx}"
         add_sublayer(layer, SUBLAYER, sub, "encoder_attn")
 
 

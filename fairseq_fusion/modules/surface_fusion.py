@@ -55,6 +55,7 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
 from .. import fusion_options, host_sync
+from . import internals
 from ..fusion_options import REPLACES, Claim, Flag, OptionGroup, Range
 from ..errors import FusionError
 
@@ -141,6 +142,7 @@ class SurfaceFusion(nn.Module):
         self.detach = detach  # no gradient through the query (decoder) and keys (encoder)
         self.embed_dropout = embed_dropout  # dropout on the values X_emb (training only)
         self.attn = SurfaceAttention(query_dim, heads, key_dim, value_dim, dropout=attention_dropout)
+        self.internals_sink = None  # --fusion-log-internals (internals.py): KL of the fused from the decoder's output
         self.ffn_dim = ffn_dim
         if ffn_dim:  # authors' code (sf_ffn): one residual FFN for the decoder output and r
             self.fc1, self.fc2 = nn.Linear(query_dim, ffn_dim), nn.Linear(ffn_dim, query_dim)
@@ -177,6 +179,19 @@ class SurfaceFusion(nn.Module):
             r = self.ffn(r)
             extra[VANILLA_KEY] = decoder.output_layer(self.ffn(features))
         extra[LOGITS_KEY] = decoder.output_layer(r)
+        if self.internals_sink is not None and ctx.incremental_state is None:
+            self.record_internals(decoder, features, extra, ctx)
+
+    def record_internals(self, decoder, features, extra, ctx):
+        """How far fusion moves the output: KL(P_fused || P_decoder) in nats (P_fused renormalized), mean over the
+        target tokens of the batch's first sentence (one sentence: a small share of one output projection)."""
+        with torch.no_grad():
+            own = extra[VANILLA_KEY][:1] if VANILLA_KEY in extra else decoder.output_layer(features[:1])
+            fused = F.log_softmax(self.fuse(own, extra[LOGITS_KEY][:1]), dim=-1)
+            kl = (fused.exp() * (fused - F.log_softmax(own.float(), dim=-1))).sum(-1)  # 1 x T
+            pad = ctx.self_attn_padding_mask
+            keep = None if pad is None else ~pad[:1]
+            internals.record(self, "surface_fusion/kl_fused_decoder", internals.masked_mean(kl, keep))
 
     def fuse(self, logits, surface_logits):
         """Eq. 5-7 on pre-softmax logits E and r~ (... x |V|); returns log-probabilities."""

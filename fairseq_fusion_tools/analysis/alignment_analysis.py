@@ -7,7 +7,7 @@ import os
 
 from . import alignment
 from . import alignment_stream as stream
-from .common import load_model
+from .common import load_model, with_updates
 from ..outputs import write_outputs
 from ..scoring import alignment_links
 from fairseq_fusion_tools.user_files import fail
@@ -38,7 +38,7 @@ def analyze_checkpoint(path, args):
 
 
 def main(args):
-    labels = args.labels.split(",") if args.labels else [os.path.basename(p) for p in args.path]
+    labels = args.labels.split(",") if args.labels else [with_updates(os.path.basename(p), p) for p in args.path]
     if len(labels) != len(args.path):
         fail(f"fusion-alignment-analysis: --labels has {len(labels)} names but --path has {len(args.path)} checkpoints")
     for f, flag in [(args.parallel, "--parallel"), (args.gold, "--gold")] + [(p, "--path") for p in args.path]:

@@ -240,3 +240,22 @@ def checkpoint_labels(paths, labels, prog):
     if len(names) != len(paths):
         fail(f"{prog}: --labels has {len(names)} names for {len(paths)} checkpoints")
     return names
+
+
+def updates_of(path):
+    """The update count a fairseq checkpoint was saved at (its optimizer history), or None where it has none; read
+    memory-mapped, so only the history is loaded."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", mmap=True, weights_only=False)
+        return int(state["optimizer_history"][-1]["num_updates"])
+    except (OSError, RuntimeError, KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def with_updates(label, path):
+    """A checkpoint's name in a legend: its label and the update count it was saved at (``checkpoint_last`` says
+    nothing of how far training got)."""
+    n = updates_of(path)
+    return label if n is None else f"{label} ({n} updates)"

@@ -7,7 +7,7 @@ import torch
 
 from . import information_batches as data
 from . import information_probe as probe
-from .common import load_model
+from .common import load_model, with_updates
 from ..outputs import write_outputs
 from fairseq_fusion_tools.user_files import fail
 
@@ -66,7 +66,7 @@ def main(args):
         args.layer_list = [int(n) for n in args.layers.split(",")] if args.layers else None
     except ValueError:
         fail(f"fusion-information-probe: --layers {args.layers!r}: expected comma-separated layer numbers, e.g. 1,6")
-    labels = args.labels.split(",") if args.labels else [os.path.basename(p) for p in args.path]
+    labels = args.labels.split(",") if args.labels else [with_updates(os.path.basename(p), p) for p in args.path]
     if len(labels) != len(args.path):
         fail(f"fusion-information-probe: --labels has {len(labels)} names but --path has {len(args.path)} checkpoints")
     for p in args.path:

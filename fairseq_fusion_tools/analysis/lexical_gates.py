@@ -108,7 +108,7 @@ ATTENTION_NAMES = {"self_attn": "self-attention", "encoder_attn": "encoder-atten
 def plot(results, title=""):
     """``results``: checkpoint label -> gate statistics. One row per gate (stack, attention, r^K or r^V), columns: mean
     (+- std band) by layer, mean by frequency bin, histogram of the values; the checkpoints overlaid, each in its own
-    colour, line style and marker (one legend below)."""
+    colour, line style and marker (one legend below). The mean panels span the gates' range [0, 1] in every row."""
     from ..outputs import checkpoint_styles, figure_title, integer_axis, new_figure
 
     groups = {label: site_groups(gates) for label, gates in results.items()}
@@ -129,6 +129,8 @@ def plot(results, title=""):
             ax_row[2].plot((torch.arange(HIST_BINS) + 0.5) / HIST_BINS, hist, label=label, markersize=4, **style)
     for ax_row, (stack, attn, gate) in zip(axes, rows):
         ax_row[0].axhline(0.5, color="grey", lw=0.5)
+        for ax in ax_row[:2]:  # gate means on the gate's range: the same scale in every row, no zoom into noise
+            ax.set_ylim(0, 1)
         ax_row[0].set_ylabel(f"{stack} {ATTENTION_NAMES.get(attn, attn)}\n$r^{gate[0].upper()}$ mean (+- std)", fontsize=8)
         ax_row[1].set_ylabel("mean over layers", fontsize=8)
         ax_row[2].set_ylabel("share of values", fontsize=8)

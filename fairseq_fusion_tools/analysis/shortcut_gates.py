@@ -3,7 +3,7 @@ import ast
 import os
 
 from . import lexical_gates as gates
-from .common import load_model, technique_of
+from .common import load_model, technique_of, with_updates
 from ..outputs import write_outputs
 
 
@@ -24,7 +24,7 @@ def main(args):
             print(f"| {name:32s} mean {s['mean']:.3f} std {s['std']:.3f} >0.5: {s['share_above_0.5']:.3f}")
         entry = {"checkpoint": path, "label": label, "arch": cfg.model.arch, "split": args.split, "gates": result}
         write_outputs(f"{args.out}.{label}", entry)
-        results[label] = result
+        results[with_updates(label, path)] = result  # the legend: label and update count
         entries.append(entry)
     data = {"split": args.split, "checkpoints": entries}
     write_outputs(args.out, data, gates.plot(results, f"of {', '.join(args.path)} ({args.split})"))
