@@ -4,7 +4,7 @@ Usage: internals_rank_worker.py RANK PORT DATA_DIR CRITERION MODE OUT_JSON. Each
 seed), takes its own batch, computes that batch's figures on its own (a forward alone, before training: the
 one-process path), then runs one update of fairseq's Trainer, whose DDP reduces the logging outputs (MODE
 ``summed``: the criterion's own ``all_reduce_dict`` path; ``gathered``: its outputs declared not summable, so
-``all_gather_list``); writes {"own": ..., "logged": ..., "per_update": ...} to OUT_JSON.
+``all_gather_list``; ``layerdrop``: summed, with LayerDrop, whose training figures stay each rank's own); writes {"own": ..., "logged": ..., "per_update": ...} to OUT_JSON.
 """
 import json
 import sys
@@ -30,9 +30,10 @@ def main(rank, port, data_dir, criterion_name, mode, out):
     model, task, args = build(ARCH, data_dir, dropout="0", criterion=criterion_name, extra=[
         "--fusion-log-internals", "--attention-dropout", "0", "--optimizer", "adam", "--lr", "1e-3",
         "--max-tokens", "1000", "--distributed-world-size", "2", "--distributed-rank", str(rank),
-        "--ddp-backend", "legacy_ddp"])
+        "--ddp-backend", "legacy_ddp", *(["--encoder-layerdrop", "0.5", "--decoder-layerdrop", "0.5"]
+                                          if mode == "layerdrop" else [])])
     sample = training_sample(task, *BATCHES[rank])
-    model.train()
+    model.train(mode != "layerdrop")  # LayerDrop: every figure the model has (no layer skipped)
     with torch.no_grad():  # this rank's figures on its own: a forward and the one-process means
         model(**sample["net_input"])
     own = {k: float(v) for k, v in internals.means([internals.take(model)]).items()}

@@ -49,3 +49,12 @@ def test_two_ranks_log_the_mean_of_each_ranks_figures(tmp_path, criterion, mode)
             assert value == pytest.approx((r0["own"][name] + r1["own"][name]) / 2, abs=1e-6), name
         # fairseq's per-update aggregator (read at every update) never holds them
         assert "loss" in rank["per_update"] and not [k for k in rank["per_update"] if k.startswith("fusion")]
+
+
+def test_under_layerdrop_each_rank_logs_its_own_training_figures(tmp_path):
+    """A rank that skips a layer records fewer figures, so the ranks' figures are not summed in one buffer (that
+    would fail or hang): each rank logs its own, a subset of the model's figures, and the update ends on both."""
+    r0, r1 = run_two_ranks(tmp_path, "cross_entropy", "layerdrop")
+    for rank in (r0, r1):
+        assert rank["logged"] and set(rank["logged"]) <= set(rank["own"]), (sorted(rank["logged"]), sorted(rank["own"]))
+        assert not [k for k in rank["per_update"] if k.startswith("fusion")]
