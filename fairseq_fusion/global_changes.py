@@ -411,7 +411,7 @@ def apply_in_command_line():
         from .compat import stack
 
         _IN_COMMAND_LINE.append("command-line run")
-        without_stack = bool(stack.missing())  # the scorers run without torch and fairseq: Python's settings only
+        without_stack = not stack.loaded()  # the scorers run without torch and fairseq: Python's settings only
         for change in CHANGES:
             if change.scope != "command" or (without_stack and _needs_stack(change)):
                 continue
