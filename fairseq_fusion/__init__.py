@@ -20,9 +20,9 @@ from .compat import stack
 
 global_changes.configure_if_command()  # a fairseq-* or fusion-* process: its command-line settings (command_line.py)
 
-# without torch or fairseq only the torch-free modules import (compat/stack.py): the tools' scorers run, the rest stops
-# with one line (fairseq_fusion_tools/cli/__init__.py)
-if not stack.missing():
+# without torch or fairseq, or in a torch-free command's process, only the torch-free modules import (compat/stack.py):
+# the tools' scorers run, the rest stops with one line (fairseq_fusion_tools/cli/__init__.py)
+if stack.loaded():
     from .compat import torch_version
 
     torch_version.check_torch()  # torch >= the oldest tested, or one line saying so

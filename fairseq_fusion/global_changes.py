@@ -105,7 +105,7 @@ CHANGES = [
            "parameter' line for every bias-free projection (their absent biases, None, filed as one parameter)",
            "fix", "tests/test_internals.py::test_training_log_names_no_absent_bias_as_shared",
            "wrap compat.fairseq_fixes._real_parameters_only", sources=src("de2da18cb6df"),
-           upstream="not checked against " + MAIN),
+           upstream="still needed on " + MAIN + " (the same function)"),
     # checks of the plugin's own models, wherever they run (every model's inside a command-line run)
     Change("fairseq.models.fairseq_model.BaseFairseqModel.load_state_dict", "a checkpoint of another dictionary "
            "size: one line naming the dictionary (fairseq's ends in torch's size mismatch)", "plugin",
@@ -421,7 +421,7 @@ def apply_in_command_line():
         from .compat import stack
 
         _IN_COMMAND_LINE.append("command-line run")
-        without_stack = bool(stack.missing())  # the scorers run without torch and fairseq: Python's settings only
+        without_stack = not stack.loaded()  # the scorers run without torch and fairseq: Python's settings only
         for change in CHANGES:
             if change.scope != "command" or (without_stack and _needs_stack(change)):
                 continue

@@ -60,14 +60,14 @@ def test_count_operators_counts_kernels_not_views():
 
 def test_timed_run_decodes_a_forced_length_and_counts_flops(multi30k_slice, tmp_path):
     """Every arch decodes exactly --decode-length tokens; the FLOP count of fusion_transformer (flags off) equals the
-    transformer's, and the simplified decoder (no decoder FFN) counts fewer; runs alternate A B A B."""
+    transformer's, and the simplified decoder (no decoder FFN) counts fewer; each arch right after a transformer run."""
     out = tmp_path / "timed.json"
     run_cli(["fusion-benchmark", "--data", multi30k_slice, "--archs", "fusion_transformer,transformer_simplified_decoder",
-             "--size", "tiny", "--cpu", "--repeats", "2", "--updates", "2", "--warmup-updates", "1", "--decode-sentences", "8",
+             "--size", "tiny", "--cpu", "--repeats", "1", "--updates", "2", "--warmup-updates", "1", "--decode-sentences", "8",
              "--decode-length", "6", "--max-tokens", "1024", "--out", str(out)])
     data = json.loads(out.read_text())
     assert data["complete"] and [r["arch"] for r in data["runs"]] == ["transformer", "fusion_transformer", "transformer",
-                                                                        "transformer_simplified_decoder"] * 2
+                                                                        "transformer_simplified_decoder"]
     rows = {r["arch"]: r for r in data["rows"]}
     assert rows["fusion_transformer"]["flop_ideal_train"] == pytest.approx(1.0)
     assert rows["fusion_transformer"]["flop_ideal_decode"] == pytest.approx(1.0)
@@ -76,7 +76,37 @@ def test_timed_run_decodes_a_forced_length_and_counts_flops(multi30k_slice, tmp_
     assert rows["fusion_transformer"]["operator_ratio_train"] == pytest.approx(1.0, abs=0.01)
     assert rows["transformer_simplified_decoder"]["operator_ratio_train"] < 0.99
     assert rows["transformer_simplified_decoder"]["beam"] == 10 and rows["fusion_transformer"]["beam"] == 4  # the papers'
-    assert all("flops" in r for r in data["runs"][:4]) and not any("flops" in r for r in data["runs"][4:])
+    assert all("flops" in r and "peak_train_step_mb" in r for r in data["runs"])
+
+
+def test_rounds_alternate_the_transformer_and_count_flops_in_the_first_only(multi30k_slice, tmp_path, monkeypatch):
+    """--repeats 3 over two archs: each round runs the transformer right before each arch (A B A B), at that arch's
+    beam; FLOPs and memory (the same in every round) are measured in round 1 only. The workers are recorded here
+    instead of run (each is a process of its own: test_timed_run_decodes_a_forced_length_and_counts_flops)."""
+    from fairseq_fusion_tools.benchmark import command
+
+    calls = []
+
+    def worker(arch, argv, beams=None):
+        calls.append((arch, sorted(beams), "--no-flops" in argv, "--no-memory" in argv))
+        result = {"arch": arch, "params": 1e6, "train_words_per_s": 100.0, "decode_sentences_per_s": {str(b): 1.0 for b in beams}}
+        if "--no-flops" not in argv:
+            result["flops"] = {"train_per_token": 6.0, "decode_per_token": {str(b): 2.0 for b in beams},
+                               "operators": {"forward_backward": 100}}
+        if "--no-memory" not in argv:
+            result["peak_train_step_mb"] = 100.0
+        return result
+
+    monkeypatch.setattr(command, "run_worker", worker)
+    out = tmp_path / "rounds.json"
+    run_cli(["fusion-benchmark", "--data", multi30k_slice, "--archs", "fusion_transformer,transformer_simplified_decoder",
+             "--size", "tiny", "--cpu", "--repeats", "3", "--out", str(out)])
+    one_round = [("transformer", [4]), ("fusion_transformer", [4]), ("transformer", [10]), ("transformer_simplified_decoder", [10])]
+    assert [c[:2] for c in calls] == [(a, list(b)) for a, b in one_round] * 3
+    assert [c[2:] for c in calls] == [(False, False)] * 4 + [(True, True)] * 8
+    data = json.loads(out.read_text())
+    assert [r["round"] for r in data["runs"]] == [1] * 4 + [2] * 4 + [3] * 4
+    assert {r["arch"]: r["runs"] for r in data["rows"]} == {"fusion_transformer": 3, "transformer_simplified_decoder": 3}
 
 
 def test_memory_only_end_to_end(multi30k_slice, tmp_path):

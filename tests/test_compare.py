@@ -183,11 +183,12 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
     """The papers' protocols: the transformer (Vaswani) and the hierarchical aggregation (Dou, second stage from
     the transformer's checkpoint, tested against the transformer continued as long) by the average of their last
     5 checkpoints, the simplified decoder (Yang) by its best validation loss; each tested against the baseline
-    with the same selection. Then a second call, an interrupted run, refusals, and --jobs 3."""
+    with the same selection. The runs with --jobs 3 (trained and translated at once; a second stage after its
+    baseline). Then a second call, an interrupted run trained again alone (the same translations), refusals."""
     work = str(tmp_path / "work")
     readme = tmp_path / "README.md"
     readme.write_text("<!-- RESULTS TABLE -->\n<!-- /RESULTS TABLE -->\n")
-    first_call = _compare(slice_small_test, work, "--readme", str(readme))
+    first_call = _compare(slice_small_test, work, "--readme", str(readme), "--jobs", "3")
     res = json.load(open(os.path.join(work, "results.json")))
     hier, cont = "transformer_hierarchical_aggregation", "transformer+continued"
     expect(first_call, res["complete"] and [r["system"] for r in res["rows"]] == ["transformer", cont, "combo", hier],
@@ -256,6 +257,15 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
     assert "| `combo` (`transformer_simplified_decoder --lexical-shortcuts`) | Yang et al. 2020: best valid loss |" in table
     assert (f"| `{hier}` | Dou et al. 2018: 2 stages, from `transformer`; average of the last 5; p vs `{cont}` |") in table
 
+    # --jobs 3: a second stage (Dou's arch, the baseline continued) starts after its baseline's run has finished
+    for seed in ("seed1", "seed2"):
+        finished = os.path.getmtime(os.path.join(work, "runs", "transformer", seed, "train.json"))
+        for name in (cont, hier):
+            first_line = open(os.path.join(work, "runs", name, seed, "train.log")).readline()
+            started = re.match(r"# (\S+ \S+) ", first_line).group(1)
+            expect(first_call, time.mktime(time.strptime(started, "%Y-%m-%d %H:%M:%S")) >= int(finished),
+                   f"{name} {seed} to start after its baseline's run finished")
+
     # a second call redoes nothing
     logs = {p: os.path.getsize(p) for p in (os.path.join(work, "runs", n, s, "train.log")
                                             for n in rows for s in ("seed1", "seed2"))}
@@ -266,13 +276,15 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
     expect(second_call, {p: os.path.getsize(p) for p in logs} == logs and os.path.getmtime(gen) == mtime,
            "a second call to leave the train logs and translations alone")
 
-    # an interrupted run (checkpoint at update 2, no train.json) continues from its checkpoint to update 5
+    # an interrupted run (checkpoint at update 2, no train.json) continues from its checkpoint to update 5, alone,
+    # and translates as when it was trained beside two other runs (each in a process of one thread)
     run_dir = os.path.join(work, "runs", "combo", "seed2")
+    beside_others = open(os.path.join(run_dir, "eval", "test.best.detok"), encoding="utf-8").read()
     cmd = [a if a != "USER_DIR" else os.path.join(REPO, "fairseq_fusion") for a in json.load(open(os.path.join(run_dir, "command.json")))]
     for name in os.listdir(run_dir):
         if name != "command.json":
             subprocess.run(["rm", "-rf", os.path.join(run_dir, name)], check=True)
-    run_cli(["fairseq-train", *cmd, "--max-update", "2"])
+    run_cli(["fairseq-train", *cmd, "--max-update", "2"], process=True)  # a process of one thread, as compare's
     assert os.path.exists(os.path.join(run_dir, "checkpoint_last.pt"))
     resumed = _compare(slice_small_test, work)
     log = open(os.path.join(run_dir, "train.log")).read()
@@ -281,6 +293,8 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
     updates = [int(json.loads(m)["num_updates"]) for m in re.findall(r"\| train_inner \| (\{.*\})", log)]
     expect(resumed, updates == [3, 4, 5], f"updates 3, 4, 5 after the checkpoint, not {updates}")
     assert json.load(open(os.path.join(run_dir, "train.json")))["updates"] == 5
+    expect(resumed, open(os.path.join(run_dir, "eval", "test.best.detok"), encoding="utf-8").read() == beside_others,
+           "the run trained again alone to translate as when it was trained beside the others (--jobs 3)")
 
     # another command in the same place is refused, naming the folder; a bad flag, or too few checkpoints to
     # average, fail before any training
@@ -299,24 +313,6 @@ def test_compare_end_to_end_protocols_resume_refusals_and_jobs(slice_small_test,
         "fairseq-fusion: error: fusion-compare: the protocols average the last 5 checkpoints, but --max-update 4 with "
         "--save-interval-updates 1 saves 4: lower --save-interval-updates, or use --protocol same")
         and not os.path.exists(tmp_path / "w3"), "a refusal of too few checkpoints to average, before any run")
-
-    # --jobs 3 (runs trained and translated at once) gives the translations of the runs above, trained one at a
-    # time; a second stage (Dou's arch, the baseline continued) starts after its baseline's run has finished
-    three = str(tmp_path / "three")
-    jobs = _compare(slice_small_test, three, "--seeds", "1", "--jobs", "3",
-                    systems=["--system", "transformer", "--system", "transformer_hierarchical_aggregation"])
-    for name, row in rows.items():
-        if name == "combo":
-            continue
-        select = row["protocol"]["select"]
-        outputs = [open(os.path.join(w, "runs", name, "seed1", "eval", f"test.{select}.detok")).read() for w in (work, three)]
-        expect(jobs, outputs[0] == outputs[1], f"{name}: the translations of the runs trained one at a time")
-    finished = os.path.getmtime(os.path.join(three, "runs", "transformer", "seed1", "train.json"))
-    for name in (cont, hier):
-        first_line = open(os.path.join(three, "runs", name, "seed1", "train.log")).readline()
-        started = re.match(r"# (\S+ \S+) ", first_line).group(1)
-        expect(jobs, time.mktime(time.strptime(started, "%Y-%m-%d %H:%M:%S")) >= int(finished),
-               f"{name} to start after its baseline's run finished")
 
 
 def test_recipe_systems_are_valid(multi30k_slice, tmp_path):

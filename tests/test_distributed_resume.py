@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 from cli_runner import expect
-from conftest import REPO, run_cli, train_args
+from conftest import REPO, SMALL_MODEL_ARGS, TINY_MODEL_ARGS, run_cli, train_args
 
 # a non-trivial arch: new parameters in the encoder and decoder, layer combination and a custom criterion
 DIST_ARCH = "transformer_hierarchical_aggregation"
@@ -21,13 +21,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def train_two_ranks(data, tmp_path, ddp_backend, *extra, arch=DIST_ARCH, updates=4):
+def train_two_ranks(data, tmp_path, ddp_backend, *extra, arch=DIST_ARCH, updates=4, model_args=SMALL_MODEL_ARGS):
     """fairseq-train on two CPU ranks (gloo), one process each: (rank 0's log, rank 1's log, rank 0's parameters,
     rank 1's parameters) after ``updates`` updates; rank 0 writes its checkpoints to ``tmp_path``/ckpt."""
     port = free_port()
     procs = []
     for rank in range(2):
-        args = train_args(data, str(tmp_path / "ckpt"), arch=arch, max_update=updates, extra=[
+        args = train_args(data, str(tmp_path / "ckpt"), arch=arch, max_update=updates, model_args=model_args, extra=[
             "--distributed-world-size", "2", "--distributed-rank", str(rank), "--distributed-backend", "gloo",
             "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-no-spawn", "--device-id", "0",
             "--ddp-backend", ddp_backend, *extra,
@@ -67,11 +67,13 @@ def test_two_cpu_ranks_end_with_same_parameters(multi30k_slice, tmp_path):
 def test_pytorch_ddp_eager_and_with_the_forward_compiled(multi30k_slice, tmp_path):
     """torch's DDP (pytorch_ddp), eager: the ranks agree; then with ``--fusion-compile aot_eager`` (DDP's gradient
     hooks fire during the compiled graph's backward): both ranks build the graph and end on the eager run's
-    parameters, bit for bit."""
-    log, _, eager, r1 = train_two_ranks(multi30k_slice, tmp_path / "eager", "pytorch_ddp")
+    parameters, bit for bit. The plain model at the tiniest size (1+1 layers): what DDP does with a compiled graph
+    does not depend on the arch (test_compile.py compiles each technique), and its trace takes a third of the time."""
+    tiny = dict(arch="fusion_transformer", model_args=TINY_MODEL_ARGS)
+    log, _, eager, r1 = train_two_ranks(multi30k_slice, tmp_path / "eager", "pytorch_ddp", **tiny)
     assert_ranks_agree_and_checkpoint_is_rank0s(tmp_path / "eager", eager, r1)
     assert "| torch.compile graphs built: 0" in log
-    logs = train_two_ranks(multi30k_slice, tmp_path / "compiled", "pytorch_ddp", "--fusion-compile", "aot_eager")
+    logs = train_two_ranks(multi30k_slice, tmp_path / "compiled", "pytorch_ddp", "--fusion-compile", "aot_eager", **tiny)
     for log in logs[:2]:
         built = re.search(r"\| torch.compile graphs built: (\d+)", log)
         assert built and int(built.group(1)) >= 1, log[-2000:]

@@ -195,20 +195,25 @@ def fresh_tensorboard_writers():
     close()
 
 
-def tensorboard_scalars(folder):
-    """{tag: [(step, value)]} of the scalar summaries in ``folder``'s event files (TFRecord framing read here)."""
+def tensorboard_events(folder):
+    """Every event of ``folder``'s event files, in order (TFRecord framing read here)."""
     from tensorboardX.proto import event_pb2
 
-    found = {}
     for path in sorted(glob.glob(os.path.join(folder, "events.out.tfevents.*"))):
         data = open(path, "rb").read()
         at = 0
         while at < len(data):
             (length,) = struct.unpack("<Q", data[at:at + 8])
-            event = event_pb2.Event.FromString(data[at + 12:at + 12 + length])
+            yield event_pb2.Event.FromString(data[at + 12:at + 12 + length])
             at += 12 + length + 4
-            for value in event.summary.value:
-                found.setdefault(value.tag, []).append((event.step, value.simple_value))
+
+
+def tensorboard_scalars(folder):
+    """{tag: [(step, value)]} of the scalar summaries in ``folder``'s event files."""
+    found = {}
+    for event in tensorboard_events(folder):
+        for value in event.summary.value:
+            found.setdefault(value.tag, []).append((event.step, value.simple_value))
     return found
 
 
@@ -301,20 +306,13 @@ def tensorboard_images(folder):
 
     import numpy as np
     from PIL import Image
-    from tensorboardX.proto import event_pb2
 
     found = {}
-    for path in sorted(glob.glob(os.path.join(folder, "events.out.tfevents.*"))):
-        data = open(path, "rb").read()
-        at = 0
-        while at < len(data):
-            (length,) = struct.unpack("<Q", data[at:at + 8])
-            event = event_pb2.Event.FromString(data[at + 12:at + 12 + length])
-            at += 12 + length + 4
-            for value in event.summary.value:
-                if value.HasField("image"):
-                    pixels = np.asarray(Image.open(io.BytesIO(value.image.encoded_image_string)).convert("L"))
-                    found.setdefault(value.tag, []).append((event.step, pixels / 255.0))
+    for event in tensorboard_events(folder):
+        for value in event.summary.value:
+            if value.HasField("image"):
+                pixels = np.asarray(Image.open(io.BytesIO(value.image.encoded_image_string)).convert("L"))
+                found.setdefault(value.tag, []).append((event.step, pixels / 255.0))
     return found
 
 

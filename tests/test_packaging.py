@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from fairseq_fusion.compat import process_command
 from fairseq_fusion_tools.data_paths import REPO_ROOT
 
 try:
@@ -206,10 +207,34 @@ def test_scorers_run_without_torch(bare_bin, tmp_path):
         "fusion-bleu-by-length": (["--src", "ref.de", "--ref", "ref.de", "--sys", "a=hyp.de", "--hyp-format", "detok",
                                    "--out", "bl"], r"wrote bl\.png"),
         "fusion-training-curve": (["train.log", "--out", "tc"], r"3 validations.*\n.*wrote tc\.json"),
+        "fusion-fetch-data": (["--quiet"], re.escape(os.environ["FUSION_DATA"])),  # the folder given: only checked
     }
+    assert sorted(commands) == sorted(process_command.TORCH_FREE)  # every command the plugin runs without them
     for command, (args, expected) in commands.items():
         out = run([str(bare_bin / command)] + args, cwd=tmp_path)
         assert out.returncode == 0 and re.search(expected, out.stdout), f"{command}: {out.stdout}{out.stderr}"
+
+
+def imported_by(module, *args):
+    """The top-level packages a new interpreter imports to run ``python -m module args`` (``-X importtime``)."""
+    out = run([sys.executable, "-X", "importtime", "-m", module, *args], env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip().split(".")[0] for line in out.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_torch_free_commands_leave_torch_and_fairseq_unimported_where_both_are_installed(tmp_path):
+    """In this environment (torch and fairseq installed) a torch-free command's process imports neither (3-4 s of
+    its start-up otherwise, most of a scorer's run); a command that needs them imports both."""
+    log = tmp_path / "train.log"
+    log.write_text("2026-11-25 12:00:01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 8.1 | bleu 1.5 | "
+                   "num_updates 100\n", encoding="utf-8")
+    for command in process_command.TORCH_FREE:
+        args = ["--quiet"] if command == "fusion-fetch-data" else ["--help"]
+        module = cli_commands()[command].split(":")[0]
+        assert not {"torch", "fairseq", "sklearn"} & imported_by(module, *args), command
+    assert not {"torch", "fairseq"} & imported_by("fairseq_fusion_tools.cli.training_curve", str(log), "--out",
+                                                  str(tmp_path / "curve"))  # a whole run, not only its parser
+    assert {"torch", "fairseq"} <= imported_by("fairseq_fusion_tools.cli.archs", "--help")
 
 
 @pytest.mark.parametrize("args", [["fusion-archs"], ["fusion-gpu-check", "--device", "cpu"]])

@@ -39,6 +39,8 @@ INTENDED = {
     "ranks, where fairseq ends in torch's refusal of device_ids (tests/test_distributed_resume.py)",
     "torch.serialization.get_safe_globals": "fairseq alone cannot load its own checkpoints under torch >= 2.6's "
     "weights_only; its side runs with torch's TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 (tests/test_compat.py)",
+    "fairseq.trainer._catalog_shared_params": "only the trainer's log lines: the absent biases of the plugin's "
+    "bias-free projections (tests/test_internals.py::test_training_log_names_no_absent_bias_as_shared)",
     "torch.set_num_threads": "fewer threads beside other work changes the CPU's float sums; not when OMP_NUM_THREADS "
     "is set, as on both sides here (tests/test_cpu_threads.py)",
 }

@@ -10,6 +10,10 @@ FAIRSEQ_COMMANDS = {"fairseq-train": "fairseq_cli.train", "fairseq-generate": "f
                     "fairseq-hydra-train": "fairseq_cli.hydra_train", "fairseq-preprocess": "fairseq_cli.preprocess",
                     "fairseq-eval-lm": "fairseq_cli.eval_lm"}
 TRAINING = ("fairseq-train", "fairseq-hydra-train")
+# the fusion-* commands that need neither torch nor fairseq (the scorers, the training curve, the data fetch): their
+# processes leave both unimported, as where neither is installed (compat/stack.py), and start 3-4 s sooner
+TORCH_FREE = ("fusion-aer", "fusion-bleu-by-length", "fusion-fetch-data", "fusion-score-bleu", "fusion-score-m2",
+              "fusion-score-rouge", "fusion-significance", "fusion-training-curve")
 
 
 def command_name(argv=None, main_module=None):

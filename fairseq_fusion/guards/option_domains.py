@@ -14,7 +14,7 @@ point gains an option the table has no domain for.
 import ast
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
 
@@ -32,8 +32,7 @@ class Number:
 
     def meaning(self, **values):
         """This domain with ``means`` added: ``meaning(**{"0": "no limit"})``."""
-        return Number(self.low, self.high, self.integer, self.low_open, self.high_open, self.what,
-                      self.means + tuple((float(k), v) for k, v in values.items()), self.note)
+        return replace(self, means=self.means + tuple((float(k), v) for k, v in values.items()))
 
     def refusal(self, value):
         """None where ``value`` is in the domain, else what was expected, in words."""

@@ -2,8 +2,9 @@
 
 Every ``fusion-*`` command imports this package first, and it installs the one place where a missing torch or
 fairseq becomes one line saying what to install, instead of a traceback: the scorers that need neither
-(fusion-score-bleu, -score-m2, -score-rouge, -significance, -aer, -bleu-by-length, -training-curve) run without them,
-every other command stops there (README: Installation; tests/test_packaging.py).
+(fusion-score-bleu, -score-m2, -score-rouge, -significance, -aer, -bleu-by-length, -training-curve, -fetch-data:
+``fairseq_fusion.compat.process_command.TORCH_FREE``) run without them, and leave them unimported where they are
+installed; every other command stops there (README: Installation; tests/test_packaging.py).
 
 It is also the one place where the other mistakes of a command line become one line ``fairseq-fusion: error: ...``
 (tests/test_mistakes.py): argparse's errors of a ``fusion-*`` parser (an unknown flag, a flag of another command)
