@@ -109,7 +109,7 @@ def test_layer_attention_map_colours_span_the_weights_range(tmp_path):
     matrix = torch.full((2, 3), 1 / 3) + torch.tensor([[0.001, 0.0, -0.001], [0.0, 0.002, -0.002]])
     fig = layer_attention_map.plot(matrix, str(path))
     assert fig.axes[0].images[0].get_clim() == (0, 1)
-    assert "(1200 updates)" in fig._suptitle.get_text()
+    assert "(1200 updates)" in " ".join(fig._suptitle.get_text().split())  # the title wraps at the figure's width
 
 
 def test_checkpoint_labels_name_the_update_count(tmp_path):
@@ -121,3 +121,36 @@ def test_checkpoint_labels_name_the_update_count(tmp_path):
         torch.save({"optimizer_history": [{"num_updates": updates}], "model": {}}, paths[-1])
     assert checkpoint_labels(paths, None, "prog") == [f"{paths[0]} (300 updates)", f"{paths[1]} (900 updates)"]
     assert checkpoint_labels(paths, "first,last", "prog") == ["first (300 updates)", "last (900 updates)"]
+
+
+def test_alignment_and_probe_panels_mark_a_narrow_axis_and_the_probes_modules_share_one():
+    """fusion-alignment-analysis's AER panel (the coverage is drawn on [0, 1]) and fusion-information-probe's recovery
+    PPL panels: a side's modules compare, so they share one range; with every PPL within 0.002 it is marked."""
+    from fairseq_fusion_tools.analysis import alignment_stream, information_probe
+
+    def layers(aer):
+        return [{"layer": i + 1, "aer": a, "cumulative_coverage": 0.2 * (i + 1)} for i, a in enumerate(aer)]
+
+    fig = alignment_stream.plot([{"label": "a", "layers": layers(near(0.4, 3))}])
+    aer, coverage = data_axes(fig)
+    assert marked(aer) and not marked(coverage) and coverage.get_ylim() == (0, 1.05)
+    assert not marked(data_axes(alignment_stream.plot([{"label": "a", "layers": layers([0.2, 0.4, 0.6])}]))[0])
+
+    def entry(tem, sem):
+        return {"label": "a", "ppl": {"source": {"TEM": tem, "SEM": sem}}, "baseline_ppl": {"source": 30.0}}
+
+    fig = information_probe.plot([entry([2.0, 3.0, 4.0], [10.0, 20.0, 25.0])])
+    tem, sem = data_axes(fig)
+    assert tem.get_ylim() == sem.get_ylim() and sem.get_ylim()[1] >= 30.0  # the zero baseline in view on both
+    narrow = {"label": "a", "ppl": {"source": {"TEM": near(5.0, 3), "SEM": near(5.0, 3)}}}
+    assert all(marked(ax) for ax in data_axes(information_probe.plot([narrow])))
+
+
+def test_bilingual_similarity_bars_mark_a_narrow_axis():
+    from fairseq_fusion_tools.analysis import embedding_similarity_bilingual
+
+    def bars(values):
+        return [{"path": CKPT, "label": f"m{i}", "all": v, "non_shared": v} for i, v in enumerate(values)]
+
+    assert marked(data_axes(embedding_similarity_bilingual.plot(bars([0.001, 0.002])))[0])
+    assert not marked(data_axes(embedding_similarity_bilingual.plot(bars([0.2, 0.6])))[0])
