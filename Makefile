@@ -28,6 +28,9 @@ $(STAMP): Makefile pyproject.toml scripts/install_fairseq.sh scripts/pip_check.s
 	# conflict report (it flags fairseq's torchaudio, left out on purpose); scripts/pip_check.sh prints any other one
 	$(PIP) install $(PIPQ) --no-warn-conflicts -e ".[zh,rouge,test]"
 	PY=$(PY) bash scripts/pip_check.sh
+	# wandb for the W&B test (tests/test_internals_wandb.py), beside the venv, not in it: fairseq imports wandb in
+	# every process where it is importable (0.5 s of each fairseq command's start); the test puts it on its own path
+	$(PIP) install $(PIPQ) --no-warn-conflicts --upgrade --target $(VENV)/wandb-test "wandb>=0.20"
 	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" > /dev/null 2>&1 || true
 	$(PY) -c "import torch, fairseq, fairseq_fusion; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	touch $(STAMP)

@@ -120,6 +120,16 @@ CHANGES = [
            "plugin", "tests/test_resume_check.py::test_resuming_another_model_is_refused_and_changes_nothing",
            "wrap guards.resume_check.checked_load_checkpoint", sources=src("128800d64185"),
            covers="guards.plugin_models.trainer_is_plugin"),
+    Change("fairseq.trainer.Trainer._aggregate_logging_outputs", "--fusion-log-internals: the figures join the "
+           "logging outputs fairseq sums or gathers across ranks (a training update under LayerDrop keeps rank 0's)",
+           "plugin", "tests/test_internals_ranks.py::test_two_ranks_log_the_mean_of_each_ranks_figures",
+           "wrap compat.trainer_figures._figures_reduced", sources=src("525e3237868e"),
+           covers="guards.plugin_models.trainer_is_plugin"),
+    Change("fairseq.trainer.Trainer._reduce_and_log_stats", "--fusion-log-internals: each figure's mean logged "
+           "before fairseq's per-update aggregator, which reads every value at each update", "plugin",
+           "tests/test_internals.py::test_a_program_driving_fairseqs_trainer_gets_the_figures",
+           "wrap compat.trainer_figures._figures_logged", sources=src("6fc951a5f2cd"),
+           covers="guards.plugin_models.trainer_is_plugin"),
     Change("fairseq.hub_utils.from_pretrained", "the hub's model folder, checkpoint file, data folder and bpe= / "
            "tokenizer= names: one line each (fairseq went on with None, read a file as an archive, or ended in "
            "KeyError)", "plugin", "tests/test_refusals.py::test_hub_names_a_bad_data_folder_bpe_or_language_pair",

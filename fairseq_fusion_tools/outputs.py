@@ -56,6 +56,31 @@ def figure_title(fig, title, **kwargs):
     return fig
 
 
+NARROW = 0.05  # a y axis spanning less than this is marked: noise of 0.002 drawn over the whole height looks like structure
+
+
+def mark_narrow_range(ax, minimum=NARROW):
+    """Where the y axis spans less than ``minimum`` (matplotlib zooms to the data), say so in its label with the span;
+    returns whether it did. Call after the data and any shared limits are set."""
+    lo, hi = ax.get_ylim()
+    if hi - lo >= minimum:
+        return False
+    ax.set_ylabel(f"{ax.get_ylabel()}\n(axis spans only {hi - lo:.2g})".strip())
+    return True
+
+
+def share_range(axes):
+    """One y range for panels whose values compare (the union of theirs), so a panel is not zoomed alone."""
+    axes = [ax for ax in axes if ax.get_visible() and ax.axison]
+    if not axes:
+        return None
+    limits = [ax.get_ylim() for ax in axes]
+    lo, hi = min(l for l, _ in limits), max(h for _, h in limits)
+    for ax in axes:
+        ax.set_ylim(lo, hi)
+    return lo, hi
+
+
 LINESTYLES = ("-", "--", ":", "-.")
 
 

@@ -1,5 +1,5 @@
 """``--fusion-log-internals``: what each technique does inside the network, as fairseq metrics under ``fusion/``
-(``fairseq_fusion/internals.py``).
+(``fairseq_fusion/modules/internals.py``; across ranks: test_internals_ranks.py).
 
 The flag changes no loss, gradient or parameter and adds no host sync on the CUDA path; each figure is recomputed
 here from what the model computes (forward hooks, the model's own output distributions); a short fairseq-train run
@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from fairseq.logging import metrics
 
+from fairseq_fusion.modules import internals
 from conftest import run_cli, tiny_train_args
 from test_training_curve import run as curve
 from test_contracts import build, training_sample
@@ -45,14 +46,16 @@ def data_dir(tmp_path_factory):
 
 
 def training_step(model, task, args):
-    """(sync ops, loss, gradients, figures logged) of one training step on the CUDA paths, dropout on."""
+    """(sync ops, loss, gradients, figures logged) of one training step on the CUDA paths, dropout on: the task's
+    step, then what fairseq's trainer does with one rank's figures (taken from the model, their means logged)."""
     criterion = task.build_criterion(args)
     model.train()
     model.zero_grad()
     torch.manual_seed(5)
     with pytest.MonkeyPatch.context() as mp, metrics.aggregate() as agg, SyncCounter() as counter:
         cuda_paths(mp)
-        loss, _, _ = task.train_step(training_sample(task), model, criterion, Backward(), 0)
+        loss, _, logging_output = task.train_step(training_sample(task), model, criterion, Backward(), 0)
+        internals.log_means([{**logging_output, **internals.take(model)}])
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     logged = {k[len("fusion/"):]: float(agg[k].avg) for k in agg.keys() if k.startswith("fusion/")}
     return len(counter.segments[0]), loss.detach(), grads, logged
@@ -86,8 +89,10 @@ def test_flag_changes_no_loss_gradient_or_parameter_adds_no_sync_and_logs_its_fi
 
 
 def forward_logged(model, sample):
+    """The model's output and the figures of that forward, as fairseq's trainer would log them for one rank."""
+    net_output = model(**sample["net_input"])
     with metrics.aggregate() as agg:
-        net_output = model(**sample["net_input"])
+        internals.log_means([internals.take(model)])
     return net_output, {k[len("fusion/"):]: float(agg[k].avg) for k in agg.keys()}
 
 
@@ -168,7 +173,7 @@ def test_compiled_forward_records_the_figures_in_one_graph_and_says_it_compiles(
             out, logged = forward_logged(m.train(), sample)
             outputs.append(out[0])
     torch._dynamo.reset()
-    assert sorted(logged) == sorted(eager) and not model.fusion_internals
+    assert sorted(logged) == sorted(eager) and not model.fusion_internals and not model.fusion_internals_totals
     assert torch.equal(outputs[0], outputs[1])
     said = [r.getMessage() for r in caplog.records if r.name == compile_training.__name__]
     assert len(said) == 2 and "compiling the training forward" in said[0], said
@@ -272,9 +277,11 @@ def test_a_program_driving_fairseqs_trainer_gets_the_figures(data_dir):
     trainer = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
     with metrics.aggregate("my_run") as agg:
         for _ in range(2):
-            trainer.train_step([training_sample(task)])
+            per_update = trainer.train_step([training_sample(task)])
     values = agg.get_smoothed_values()
     assert "loss" in values and agg["fusion/layer_attention/dec0_entropy"].count == 2
+    # not in fairseq's per-update aggregator, whose values it reads (.item()) at every update
+    assert "loss" in per_update and not [k for k in per_update if k.startswith("fusion")]
     assert sum(k.startswith("fusion/layer_attention/") for k in values) == 2 * L
 
 
@@ -332,3 +339,25 @@ def test_the_flag_alone_leaves_layerdrop_pruning_allowed(data_dir):
     assert len(model.encoder.layers) == 2
     with pytest.raises(FusionError, match="--encoder-layers-to-keep"):
         build("fusion_transformer", data_dir, extra=[FLAG, "--layer-attention", "fine", "--encoder-layers-to-keep", "0,2"])
+
+
+def test_figures_of_several_forwards_are_their_mean_over_forwards_and_ranks(data_dir):
+    """The model's totals add the forwards (micro-batches) until taken; summed logging outputs (what fairseq's
+    all_reduce_dict gives: counts as device tensors) and gathered ones (a list) give the same mean."""
+    model, task, _ = build("transformer_lexical_shortcuts_ff", data_dir, extra=[FLAG])
+    model.eval()
+    samples = [training_sample(task, lengths, lengths) for lengths in ((7, 5, 9, 4), (3, 11, 6))]
+    with torch.no_grad():
+        values = [forward_logged(model, sample)[1] for sample in samples]  # each forward's own, taken at once
+        for sample in samples:
+            model(**sample["net_input"])
+    both = internals.take(model)  # the two forwards' totals
+    assert not internals.take(model)
+    name = "shortcuts/enc0_key_gate"
+    assert both[internals.COUNT_PREFIX + name] == 2 and values[0][name] != values[1][name]
+    mean = (values[0][name] + values[1][name]) / 2
+    assert float(internals.means([both])[name]) == pytest.approx(mean, abs=1e-6)
+    summed = {k: torch.as_tensor(v, dtype=torch.double) for k, v in both.items()}
+    assert float(internals.means([summed])[name]) == pytest.approx(mean, abs=1e-6)
+    half = {k: v / 2 if k.startswith(internals.PREFIX) else 1 for k, v in both.items()}
+    assert float(internals.means([half, half])[name]) == pytest.approx(mean, abs=1e-6)

@@ -84,7 +84,8 @@ class FusionTransformerModel(TransformerModel):
     ):
         """fairseq's forward; other ``net_input`` keys of a task go to the encoder (``ctx.inputs``). In training mode
         with ``--fusion-compile`` it runs ``eager_forward`` compiled (``compile_training``); otherwise eager. With
-        ``--fusion-log-internals`` the figures the techniques recorded go to fairseq's metrics (``modules/internals.py``)."""
+        ``--fusion-log-internals`` the figures the techniques recorded join the model's totals, which fairseq's trainer
+        reduces across ranks and logs (``modules/internals.py``)."""
         run = self.eager_forward
         backend = getattr(self, "compile_backend", None)
         if backend is not None and self.training and not compile_training.is_compiling():
@@ -97,7 +98,7 @@ class FusionTransformerModel(TransformerModel):
                       alignment_heads, **extra_encoder_inputs)
         recorded = getattr(self, "fusion_internals", None)  # --fusion-log-internals: this forward's figures
         if recorded and not compile_training.is_compiling():
-            internals.log_recorded(recorded)
+            internals.collect(self)
         return out
 
     def eager_forward(

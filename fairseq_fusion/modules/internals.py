@@ -3,14 +3,20 @@
 A technique module that has figures to report declares ``internals_sink = None``; with the flag on, ``attach`` points
 every such module of the model at one dict, the model's ``fusion_internals``. During a full forward (training or
 validation, not incremental decoding) a module writes its figures there with ``record`` (0-d tensors, detached, on
-the model's device: no host sync, no autograd graph, no parameter or buffer). The model's eager ``forward`` hands
-them to ``fairseq.logging.metrics.log_scalar`` after each forward (outside a ``--fusion-compile`` graph) and empties
-the dict. fairseq's meters keep a device-side sum, so a value is read (``.item()``) only when fairseq reads its
-log-interval or validation averages: the console, ``--log-format json``, ``--tensorboard-logdir`` and
-``--wandb-project`` show them as they show ``loss``.
+the model's device: no host sync, no autograd graph, no parameter or buffer). After each forward the model's eager
+``forward`` adds them to its totals (``collect``: per figure the sum of its values and the number of forwards,
+outside a ``--fusion-compile`` graph) and empties the dict.
 
-Figures are per process: under DDP each rank logs its own, and fairseq prints rank 0's (the model's forward runs
-before fairseq's ``logging_outputs`` are reduced across ranks, so these are not).
+fairseq's ``Trainer`` takes the totals into the logging outputs of the update or validation batch (``take``, in
+``compat/trainer_figures.py``) before it reduces them across ranks as it reduces ``loss`` (summed by
+``all_reduce_dict`` for a criterion whose outputs can be summed, gathered by ``all_gather_list`` otherwise); then,
+before fairseq opens its per-update aggregator, ``log_means`` hands each figure's mean over every rank's forwards to
+``fairseq.logging.metrics.log_scalar``. fairseq's meters keep a device-side sum, so a value is read (``.item()``)
+only when fairseq reads its log-interval or validation averages: the console, ``--log-format json``,
+``--tensorboard-logdir`` and ``--wandb-project`` show them as they show ``loss``, one weight per update (per batch
+at validation). One exception: a training update under LayerDrop (a layer a rank skips records nothing, so the
+ranks' figures differ in number and could not be summed in one buffer) logs rank 0's own figures, as fairseq prints
+rank 0's meters; its validation figures are reduced.
 """
 from typing import Dict, Optional
 
@@ -22,6 +28,7 @@ from .. import fusion_options
 from ..fusion_options import Flag, OptionGroup
 
 PREFIX = "fusion/"
+COUNT_PREFIX = "fusion_count/"  # a figure's number of forwards in a logging output (its sum is under PREFIX)
 PRIORITY = 1000  # after fairseq's own figures in the console line
 ROUND = 6  # digits in the logs (a KL of 0.0067 keeps its figures)
 
@@ -58,18 +65,74 @@ def exploitation(weights) -> Tensor:
     return mass / mass.sum()
 
 
-def log_recorded(sink: Dict[str, Tensor]):
-    """Hand this forward's figures to fairseq's meters (every active aggregator) and empty the sink."""
+def collect(model):
+    """After a forward: add the figures it recorded to the model's totals (sum, forwards) and empty the sink."""
+    sink, totals = model.fusion_internals, model.fusion_internals_totals
     for name, value in sink.items():
-        metrics.log_scalar(PREFIX + name, value, weight=1, priority=PRIORITY, round=ROUND)
+        total, count = totals.get(name, (0, 0))
+        totals[name] = (value + total, count + 1)
     sink.clear()
+
+
+def take(model) -> Dict[str, object]:
+    """The figures collected since the last call, as logging-output entries (``fusion/NAME``: the sum of the values,
+    a device tensor; ``fusion_count/NAME``: the number of forwards), and forget them; {} without the flag."""
+    totals = getattr(model, "fusion_internals_totals", None)
+    if not totals:
+        return {}
+    entries = {}
+    for name, (total, count) in totals.items():
+        entries[PREFIX + name] = total
+        entries[COUNT_PREFIX + name] = count
+    totals.clear()
+    return entries
+
+
+def means(logging_outputs) -> Dict[str, Tensor]:
+    """Each figure's mean over the forwards the logging outputs hold (one per micro-batch, or one reduced across
+    ranks); no host sync (a count reduced across ranks is a device tensor: at least 1 there)."""
+    sums, counts = {}, {}
+    for log in logging_outputs:
+        for key, value in log.items():
+            if key.startswith(PREFIX):
+                sums[key[len(PREFIX):]] = sums.get(key[len(PREFIX):], 0) + value
+            elif key.startswith(COUNT_PREFIX):
+                counts[key[len(COUNT_PREFIX):]] = counts.get(key[len(COUNT_PREFIX):], 0) + value
+    found = {}
+    for name, total in sums.items():
+        count = counts.get(name, 0)
+        if torch.is_tensor(count):
+            found[name] = total / count.clamp(min=1)
+        elif count > 0:
+            found[name] = total / count
+    return found
+
+
+def log_means(logging_outputs):
+    """Hand the figures' means to fairseq's meters (every active aggregator), one weight per call."""
+    for name, value in means(logging_outputs).items():
+        metrics.log_scalar(PREFIX + name, value, weight=1, priority=PRIORITY, round=ROUND)
+
+
+def without_figures(logging_outputs):
+    """The logging outputs without the figures' entries (what fairseq's criterion and task reduce)."""
+    return [{k: v for k, v in log.items() if not k.startswith((PREFIX, COUNT_PREFIX))} for log in logging_outputs]
+
+
+def varies_across_ranks(model) -> bool:
+    """Whether this forward's figures may differ in number across ranks: LayerDrop in a training forward."""
+    return bool(getattr(model, "fusion_internals_layerdrop", False)) and model.training
 
 
 def attach(model, args):
     if not args.fusion_log_internals:
         return
+    from fairseq.modules import LayerDropModuleList
+
     sink: Dict[str, Tensor] = {}
-    model.fusion_internals = sink  # a plain attribute: not in the state dict
+    model.fusion_internals = sink  # plain attributes: not in the state dict
+    model.fusion_internals_totals = {}
+    model.fusion_internals_layerdrop = any(isinstance(m, LayerDropModuleList) for m in model.modules())
     for module in model.modules():
         if "internals_sink" in module.__dict__:
             module.internals_sink = sink

@@ -130,7 +130,7 @@ def _checked(pairs, gold):
 
 def plot(entries, title=""):
     """AER (a) and C<=i (b) by decoder layer, one line per checkpoint (Figs. 4-7 overlaid)."""
-    from ..outputs import checkpoint_styles, figure_title, new_figure
+    from ..outputs import checkpoint_styles, figure_title, mark_narrow_range, new_figure
 
     with_aer = all("aer" in r for e in entries for r in e["layers"])
     fig, axes = new_figure(1, 2 if with_aer else 1, figsize=(9 if with_aer else 4.8, 3.4), squeeze=False)
@@ -150,6 +150,8 @@ def plot(entries, title=""):
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    if with_aer:
+        mark_narrow_range(axes[0])  # AER drawn to the data's range; the coverage on [0, 1]
     if title:
         figure_title(fig, title, fontsize=9)
     return fig

@@ -235,11 +235,12 @@ def capture_blocks(model, names: Iterable[str]):
 
 
 def checkpoint_labels(paths, labels, prog):
-    """The names of ``paths`` in a figure: ``--labels`` split at commas (one a checkpoint), else the paths."""
+    """The names of ``paths`` in a figure: ``--labels`` split at commas (one a checkpoint), else the paths; each with
+    the update count its checkpoint was saved at (``with_updates``)."""
     names = labels.split(",") if labels else list(paths)
     if len(names) != len(paths):
         fail(f"{prog}: --labels has {len(names)} names for {len(paths)} checkpoints")
-    return names
+    return [with_updates(name, path) for name, path in zip(names, paths)]
 
 
 def updates_of(path):

@@ -2,7 +2,7 @@
 import ast
 
 from .common import checkpoint_labels, load_model
-from ..outputs import figure_title, new_figure, write_outputs
+from ..outputs import figure_title, mark_narrow_range, new_figure, write_outputs
 from .layer_fusion import expressivity_curves
 
 
@@ -11,9 +11,10 @@ def plot(models, embedding):
     fig, ax = new_figure(figsize=(6, 4))
     for entry in models:
         for name, values in entry["curves"].items():
-            ax.plot(values, label=f"{entry['label']}: {name}" if len(models) > 1 else name)
+            ax.plot(values, label=f"{entry['label']}: {name}")
     ax.set_xlabel("index of singular value")
     ax.set_ylabel("ln(sigma_i / sigma_1)")
+    mark_narrow_range(ax)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return figure_title(fig, f"Singular values of the {embedding} embeddings of {', '.join(m['path'] for m in models)}",

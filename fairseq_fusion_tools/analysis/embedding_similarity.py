@@ -4,7 +4,7 @@ split.
 import ast
 
 from . import lexical_similarity as sim
-from .common import load_model
+from .common import load_model, with_updates
 from ..outputs import write_outputs
 
 
@@ -15,5 +15,5 @@ def main(args):
         for ref in sim.REFERENCES:
             print(f"| {side:7s} cos({ref}, layer 1..N): " + " ".join(f"{s:.3f}" for s in r[ref]))
     data = {"checkpoint": args.path, "arch": cfg.model.arch, "split": args.split, **result}
-    write_outputs(args.out, data, sim.plot(result, f"of {args.path} ({cfg.model.arch}, {args.split})"))
+    write_outputs(args.out, data, sim.plot(result, f"of {with_updates(args.path, args.path)} ({cfg.model.arch}, {args.split})"))
     return data

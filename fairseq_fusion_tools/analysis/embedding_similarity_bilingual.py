@@ -4,7 +4,7 @@ bilingual similarity, the figure.
 import ast
 
 from .common import checkpoint_labels, load_model
-from ..outputs import figure_title, new_figure, write_outputs
+from ..outputs import figure_title, mark_narrow_range, new_figure, write_outputs
 from .layer_fusion import bilingual_similarity, dictionary_from_alignments, read_dictionary
 from fairseq_fusion_tools.user_files import fail
 
@@ -18,6 +18,7 @@ def plot(results):
     ax.set_xticks(range(len(results)), [r["label"] for r in results])
     ax.set_ylabel("cosine similarity")
     ax.legend()
+    mark_narrow_range(ax)
     return figure_title(fig, "Aligned word embeddings' cosine similarity: " + ", ".join(r["path"] for r in results),
                         fontsize=9)
 

@@ -313,8 +313,8 @@ PANELS = ("TEM", "SEM", "IFM", "AddNorm-I", "FFN", "AddNorm-II")
 def plot(entries, title=""):
     """Recovery PPL by layer: one row per side, one panel per module (Fig. 3 and Fig. 8), one
     line per checkpoint (its own colour and marker); each checkpoint's zero-representation baseline is a dashed line
-    of its colour."""
-    from ..outputs import checkpoint_styles, figure_title, new_figure
+    of its colour. A side's panels share one PPL range (the modules compare), marked where it is narrow."""
+    from ..outputs import checkpoint_styles, figure_title, mark_narrow_range, new_figure, share_range
 
     sides = list(entries[0]["ppl"])
     modules = [m for m in PANELS if any(m in e["ppl"][s] for e in entries for s in sides)]
@@ -335,6 +335,9 @@ def plot(entries, title=""):
                     ax.axhline(base, color=colour, linestyle="--", linewidth=1, label=f"{label} zero baseline")
             ax.set(xlabel="decoder layer", ylabel=f"{side} recovery PPL", title=f"{side}: {module}")
             ax.grid(alpha=0.3)
+        share_range(axes[r])
+        for ax in axes[r]:
+            mark_narrow_range(ax)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8)

@@ -1,16 +1,18 @@
 """fusion-layer-attention-map's run: the layer attention matrix of a checkpoint, the heatmap."""
 import ast
 
-from .common import load_model, technique_of
+from .common import load_model, technique_of, with_updates
 from ..outputs import figure_title, new_figure, write_outputs
 from .layer_fusion import layer_attention_matrix
 
 
 def plot(matrix, path):
-    """Heatmap of ``matrix`` (decoder layers x encoder layers 0..N) with its values, titled with the checkpoint."""
+    """Heatmap of ``matrix`` (decoder layers x encoder layers 0..N) with its values, titled with the checkpoint and
+    its update count; the colours on the weights' whole range [0, 1] (a map of weights within 0.01 of each other is
+    not drawn from black to yellow), so maps of two checkpoints compare."""
     m, n1 = matrix.shape
     fig, ax = new_figure(figsize=(2.4 + 0.9 * m, 1.6 + 0.7 * n1))
-    im = ax.imshow(matrix.T.numpy(), origin="lower", cmap="viridis", aspect="auto")
+    im = ax.imshow(matrix.T.numpy(), origin="lower", cmap="viridis", aspect="auto", vmin=0, vmax=1)
     for i in range(m):
         for j in range(n1):
             ax.text(i, j, f"{matrix[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
@@ -19,7 +21,7 @@ def plot(matrix, path):
     ax.set_xlabel("decoder layer")
     ax.set_ylabel("encoder layer")
     fig.colorbar(im, ax=ax)
-    return figure_title(fig, f"Layer attention of {path}", fontsize=9)
+    return figure_title(fig, f"Layer attention of {with_updates(path, path)}", fontsize=9)
 
 
 def main(args):

@@ -5,8 +5,8 @@ import dataclasses
 
 from fairseq.dataclass.configs import GenerationConfig
 
-from .common import technique_of
-from ..outputs import figure_title, new_figure, write_outputs
+from .common import technique_of, with_updates
+from ..outputs import figure_title, mark_narrow_range, new_figure, share_range, write_outputs
 from .layer_fusion import generation_args, masking_sweep
 from ..scoring.metrics import get_metric
 from fairseq_fusion_tools.user_files import fail
@@ -45,6 +45,9 @@ def plot(results, baseline, metric, title):
         ax.set_xlabel("masked encoder layer")
         ax.set_ylabel("relative change from unmasked (%)")
         ax.set_title(f"{name}, unmasked {base}")
+    share_range(axes)  # both panels are relative changes in %: one scale
+    for ax in axes:
+        mark_narrow_range(ax)
     return figure_title(fig, title, fontsize=10)
 
 
@@ -64,7 +67,7 @@ def main(args):
             metric=args.metric, gen_args=gen_args, post_process=args.post_process, bpe=bpe,
             max_tokens=args.max_tokens, max_sentences=args.sentences,
         )
-    fig = plot(results, base, args.metric, f"Masking encoder layers of {args.path} ({args.split})")
+    fig = plot(results, base, args.metric, f"Masking encoder layers of {with_updates(args.path, args.path)} ({args.split})")
     generation = {k: v for k, v in vars(gen_args).items() if v != getattr(GenerationConfig(), k)}
     write_outputs(args.out, {"path": args.path, "split": args.split, "metric": args.metric,
                              "generation": generation, "post_process": args.post_process, "bpe": args.bpe,

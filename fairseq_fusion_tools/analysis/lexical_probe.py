@@ -193,7 +193,7 @@ def probe(stores, dictionaries, group_size=4, n_bins=10, log=print, **train_kwar
 
 
 def plot(result, title=""):
-    from ..outputs import figure_title, new_figure
+    from ..outputs import figure_title, mark_narrow_range, new_figure, share_range
     from .lexical_states import layer_labels
 
     sides = list(result)
@@ -230,4 +230,9 @@ def plot(result, title=""):
             ax.set_ylabel("accuracy")
             ax.set_title(f"{side}: by part of speech")
             ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    accuracy_axes = [ax for row in axes for ax in row]
+    share_range(accuracy_axes)  # every panel is an accuracy: one scale
+    for ax in accuracy_axes:
+        if ax.axison:
+            mark_narrow_range(ax)
     return fig

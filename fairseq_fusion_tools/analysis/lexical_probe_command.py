@@ -5,7 +5,7 @@ import shutil
 import tempfile
 
 from . import lexical_probe as probe
-from .common import check_split, load_model
+from .common import check_split, load_model, with_updates
 from ..outputs import write_outputs
 from .lexical_pos import PositionCategories
 from .lexical_store import StateStore
@@ -71,6 +71,6 @@ def main(args):
     data = {"checkpoint": args.path, "arch": cfg.model.arch, "splits": splits,
             "max_train_sentences": args.max_train_sentences, "hidden": args.hidden, "dropout": args.probe_dropout,
             "pos_tags": {"encoder": args.source_pos_tags, "decoder": args.target_pos_tags}, **result}
-    title = f"of {args.path} ({cfg.model.arch}, {args.split})"
+    title = f"of {with_updates(args.path, args.path)} ({cfg.model.arch}, {args.split})"
     write_outputs(args.out, data, probe.plot(result, title))
     return data

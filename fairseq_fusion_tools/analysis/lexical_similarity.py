@@ -51,7 +51,7 @@ def stream_similarity(model, task, split, max_tokens=4000, max_sentences=None) -
 
 
 def plot(result, title=""):
-    from ..outputs import figure_title, new_figure
+    from ..outputs import figure_title, mark_narrow_range, new_figure
 
     fig, ax = new_figure(figsize=(6, 4))
     for side, style in zip(result, ("-", "--")):
@@ -61,6 +61,7 @@ def plot(result, title=""):
     ax.set_xticks(range(1, len(sims) + 1))
     ax.set_xlabel("layer")
     ax.set_ylabel("mean cosine similarity")
+    mark_narrow_range(ax)
     figure_title(fig, f"Embeddings vs layer states {title}".strip(), fontsize=10)
     ax.legend(fontsize=7)
     return fig

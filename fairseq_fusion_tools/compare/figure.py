@@ -12,7 +12,7 @@ def results_figure(rows, subsets, title):
     table's Δ, each seed's sacreBLEU minus its baseline's under the row's checkpoint selection (a filled dot: p < 0.05),
     and the mean over seeds as a bar; per (system, subset) the line of all seeds has the gid "SYSTEM SUBSET", that of
     the filled ones "SYSTEM SUBSET p<0.05" (the level SIGNIFICANT)."""
-    from ..outputs import figure_title, new_figure
+    from ..outputs import figure_title, mark_narrow_range, new_figure
 
     fig, (ax, ax_delta) = new_figure(2, 1, sharex=True, figsize=(max(5.0, 1.0 + 0.9 * len(rows)), 6.4))
     width = 0.8 / len(subsets)
@@ -39,6 +39,7 @@ def results_figure(rows, subsets, title):
     ax.set_ylabel("sacreBLEU (mean ± sd over seeds)")
     ax_delta.set_ylabel(f"Δ vs baseline, per seed\n(filled: p < {SIGNIFICANT})")
     ax.legend(fontsize=7)
+    mark_narrow_range(ax_delta)
     return figure_title(fig, title, fontsize=9)
 
 

@@ -202,7 +202,7 @@ def bleu_by_length(sources: Sequence[str], refs: Sequence[str], systems: Dict[st
 
 
 def plot_bleu_by_length(result: dict, title: Optional[str] = None):
-    from ..outputs import figure_title, new_figure
+    from ..outputs import figure_title, mark_narrow_range, new_figure
 
     fig, ax = new_figure(figsize=(5, 3.5))
     x = list(range(len(result["buckets"])))
@@ -212,6 +212,7 @@ def plot_bleu_by_length(result: dict, title: Optional[str] = None):
     ax.set_xticklabels([f"{b}\n(n={n})" for b, n in zip(result["buckets"], result["sentences"])])
     ax.set_xlabel("Length of source sentence")
     ax.set_ylabel("BLEU")
+    mark_narrow_range(ax)
     if title:
         figure_title(fig, title)
     ax.legend()

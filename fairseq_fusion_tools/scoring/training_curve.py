@@ -71,6 +71,7 @@ def plot(curves, title=""):
             ax.plot(xs, [p[metric] for p in points if p[metric] is not None], marker=".", label=label)
         ax.set_xlabel("updates")
         ax.set_ylabel(f"validation {metric}")
+        outputs.mark_narrow_range(ax)
         ax.legend(fontsize=7)
     if title:
         outputs.figure_title(fig, title, fontsize=10)
