@@ -58,10 +58,21 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def threads_per_worker():
+def command_line_run():
+    """This process has a command-line run's settings and checks (fairseq_fusion.command_line) from the first test
+    on: the tests call the commands' main (cli_runner.run_in_process) and fairseq's parsers in it, as each command's
+    own process would run them. Without this, a test file run alone (pytest tests/test_arch_help.py) depended on an
+    earlier test having run a fusion-* command here."""
+    from fairseq_fusion import command_line
+
+    command_line.configure()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def threads_per_worker(command_line_run):
     """torch's intra-op threads: the cores shared out among pytest-xdist's workers (one each with 2 workers on 2
     cores). With every worker at torch's default, one thread per core each, the OpenMP threads of the workers wait
-    for each other: measured 5-10x slower on small ops."""
+    for each other: measured 5-10x slower on small ops. After the command-line run's own fitting of them."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
