@@ -63,8 +63,14 @@ def command_line_run():
     on: the tests call the commands' main (cli_runner.run_in_process) and fairseq's parsers in it, as each command's
     own process would run them. Without this, a test file run alone (pytest tests/test_arch_help.py) depended on an
     earlier test having run a fusion-* command here."""
+    import signal
+
     from fairseq_fusion import command_line
 
+    # Python's own Ctrl-C handler, which the tests of what Ctrl-C does expect (and the processes they start inherit):
+    # a run started as a background job of a shell without job control starts with SIGINT ignored, which Python keeps
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     command_line.configure()
 
 
