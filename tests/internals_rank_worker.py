@@ -1,10 +1,11 @@
 """One rank of a two-rank CPU run (gloo) of fairseq's Trainer with --fusion-log-internals (test_internals_ranks.py).
 
-Usage: internals_rank_worker.py RANK PORT DATA_DIR CRITERION MODE OUT_JSON. Each rank builds the same model (same
-seed), takes its own batch, computes that batch's figures on its own (a forward alone, before training: the
-one-process path), then runs one update of fairseq's Trainer, whose DDP reduces the logging outputs (MODE
-``summed``: the criterion's own ``all_reduce_dict`` path; ``gathered``: its outputs declared not summable, so
-``all_gather_list``; ``layerdrop``: summed, with LayerDrop, whose training figures stay each rank's own); writes {"own": ..., "logged": ..., "per_update": ...} to OUT_JSON.
+Usage: internals_rank_worker.py RANK PORT DATA_DIR OUT_JSON CRITERION:MODE... Each case, in one process group: each
+rank builds the same model (same seed), takes its own batch, computes that batch's figures on its own (a forward
+alone, before training: the one-process path), then runs one update of fairseq's Trainer, whose DDP reduces the
+logging outputs (MODE ``summed``: the criterion's own ``all_reduce_dict`` path; ``gathered``: its outputs declared not
+summable, so ``all_gather_list``; ``layerdrop``: summed, with LayerDrop, whose training figures stay each rank's own).
+Writes {"CRITERION:MODE": {"own": ..., "logged": ..., "per_update": ...}, ...} to OUT_JSON.
 """
 import json
 import sys
@@ -24,9 +25,7 @@ ARCH = "transformer_lexical_shortcuts"
 BATCHES = [((7, 5, 9, 4), (5, 8, 3, 6)), ((3, 11, 6), (9, 2, 7))]
 
 
-def main(rank, port, data_dir, criterion_name, mode, out):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+def one_case(rank, data_dir, criterion_name, mode):
     model, task, args = build(ARCH, data_dir, dropout="0", criterion=criterion_name, extra=[
         "--fusion-log-internals", "--attention-dropout", "0", "--optimizer", "adam", "--lr", "1e-3",
         "--max-tokens", "1000", "--distributed-world-size", "2", "--distributed-rank", str(rank),
@@ -43,15 +42,24 @@ def main(rank, port, data_dir, criterion_name, mode, out):
     if mode == "gathered":
         criterion.logging_outputs_can_be_summed = lambda: False
     trainer = Trainer(cfg, task, model, criterion)
-    with metrics.aggregate("run") as agg:
+    with metrics.aggregate() as agg:  # a fresh aggregator: this case's meters, none of an earlier case's
         per_update = trainer.train_step([sample])
     logged = {k[len(internals.PREFIX):]: float(agg[k].avg) for k in agg.keys() if k.startswith(internals.PREFIX)}
+    return {"own": own, "logged": logged, "per_update": sorted(per_update)}
+
+
+def main(rank, port, data_dir, out, cases):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    results = {}
+    for case in cases:
+        results[case] = one_case(rank, data_dir, *case.split(":"))
+        dist.barrier()
     with open(out, "w") as f:
-        json.dump({"own": own, "logged": logged, "per_update": sorted(per_update)}, f)
-    dist.barrier()
+        json.dump(results, f)
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    rank, port, data_dir, criterion_name, mode, out = sys.argv[1:]
-    main(int(rank), int(port), data_dir, criterion_name, mode, out)
+    rank, port, data_dir, out, *cases = sys.argv[1:]
+    main(int(rank), int(port), data_dir, out, cases)
