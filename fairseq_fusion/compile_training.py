@@ -20,6 +20,7 @@ generating code, the same numbers as eager: what the tests run on the CPU). The 
 compile into one graph: what sizes tensors from data (the phrase segmentation) is computed before it by the encoder's
 ``eager_input_hooks`` (``docs/compile.md``).
 """
+import contextlib
 import functools
 import logging
 import time
@@ -83,7 +84,10 @@ def compiled(function, name, random="fused"):
     """``function`` (``FusionTransformerModel.eager_forward``) compiled for backend ``name``, once per process;
     ``random`` "eager": inductor calls torch's eager random ops (the tracing backends always do). Each size of the
     inputs is its own symbol: dynamo's duck sizing would equate two sizes that happen to be equal in the first batch
-    (a target length and the phrase count, say) and recompile when a later batch tells them apart."""
+    (a target length and the phrase count, say) and recompile when a later batch tells them apart. The modules' float
+    attributes (dropout probabilities, embedding scales) are constants: under ``dynamic=True`` dynamo makes each a
+    symbol, specializes it on its first use, and then traces and compiles the whole forward a second time
+    ("Restarting analysis due to ... _tensorify_python_scalars"), twice the compile time."""
     key = (function, name, random)
     if key not in _COMPILED:
         import torch
@@ -93,6 +97,14 @@ def compiled(function, name, random="fused"):
         graph = torch.compile(function, dynamic=True, backend=name, options=options)
 
         first = [True]
+        # torch < 2.5 has no dynamic floats (and no such option)
+        floats = {"specialize_float": True} if hasattr(torch._dynamo.config, "specialize_float") else {}
+
+        def settings():
+            stack = contextlib.ExitStack()
+            stack.enter_context(fx_config.patch(use_duck_shape=False))
+            stack.enter_context(torch._dynamo.config.patch(**floats))
+            return stack
 
         @functools.wraps(function)
         def run(*args, **kwargs):
@@ -100,11 +112,11 @@ def compiled(function, name, random="fused"):
                 first[0] = False
                 logger.info(f"{OPTION} {name}: compiling the training forward (the first update waits for it)")
                 start = time.perf_counter()
-                with fx_config.patch(use_duck_shape=False):
+                with settings():
                     out = graph(*args, **kwargs)
                 logger.info(f"{OPTION} {name}: compiled the training forward in {time.perf_counter() - start:.1f} s")
                 return out
-            with fx_config.patch(use_duck_shape=False):
+            with settings():
                 return graph(*args, **kwargs)
 
         _COMPILED[key] = run
