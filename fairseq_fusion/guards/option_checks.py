@@ -36,24 +36,30 @@ def domain_of(name, components=None, command=None):
     return domain
 
 
-def plugin_flag(name):
+def plugin_flags():
+    """The plugin's model flags by name, as registered now."""
     from ..fusion_options import GROUPS
 
-    return next((f for g in GROUPS for f in g.flags if f.name == name), None)
+    return {f.name: f for g in reversed(GROUPS) for f in g.flags}  # of two groups with a name, the first's
+
+
+def plugin_flag(name):
+    return plugin_flags().get(name)
 
 
 def refusal(name, value, components=None, command=None):
     """What is wrong with ``value`` of option ``name`` (None: nothing, unset, or no domain known)."""
-    components = components or {}
+    return _refusal(name, value, components or {}, command, plugin_flag(name), domain_of(name, components, command))
+
+
+def _refusal(name, value, components, command, flag, domain):
     if value is None:
         return None
-    flag = plugin_flag(name)
     if flag is not None and (flag.choices is not None or flag.bounds is not None):
         from ..fusion_options import expected
 
         wanted = expected(flag, value)
         return None if wanted is None else "expected " + wanted
-    domain = domain_of(name, components, command)
     if domain is None or (command and isinstance(domain, Path)):  # a fusion-* command's paths: path_roles.py
         return None
     wrong = domain.refusal(value)
@@ -72,11 +78,14 @@ def check(values, components=None, label: Callable[[str], str] = None, command=N
     """Refuse the first value of ``values`` (option name -> value) outside its domain, then the first broken relation
     between options (``option_domain_table.RELATIONS``), in one line naming the option by ``label(name)``."""
     label = label or (lambda name: "--" + name.replace("_", "-"))
-    paths_last = sorted(values.items(), key=lambda item: isinstance(domain_of(item[0], components, command), Path))
+    components = components or {}
+    flags = plugin_flags()
+    domains = {name: domain_of(name, components, command) for name in values}
+    paths_last = sorted(values.items(), key=lambda item: isinstance(domains[item[0]], Path))
     for name, value in paths_last:  # the numbers first: they need no file system
         if name.startswith("_") or value is argparse.SUPPRESS or isinstance(value, bool):
             continue  # a flag: its type says all
-        wrong = refusal(name, value, components, command)
+        wrong = _refusal(name, value, components, command, flags.get(name), domains[name])
         if wrong is not None:
             raise FusionError(f"{_given(label(name), value)}: {wrong}")
     for names, holds, expected in table.RELATIONS:
@@ -99,12 +108,13 @@ def _option_labels(parser, argv=()):
     """dest -> the option as the user wrote it in ``argv`` (of several spellings, the last given), else its first long
     option string (a positional: its name in capitals)."""
     labels, typed = {}, {}
+    given = {token.split("=")[0]: i for i, token in enumerate(argv) if token.startswith("-")}  # option -> last place
     for action in getattr(parser, "_actions", []):
         strings = [s for s in action.option_strings if s.startswith("--")] or action.option_strings
         labels.setdefault(action.dest, strings[0] if strings else action.dest.upper())
-        for token in argv:
-            if token.split("=")[0] in action.option_strings:
-                typed[action.dest] = token.split("=")[0]
+        spelled = [(given[s], s) for s in action.option_strings if s in given]
+        if spelled:
+            typed[action.dest] = max(spelled)[1]
     return dict(labels, **typed)
 
 
