@@ -198,16 +198,16 @@ def raw_log_probs(model, task, args, option):
     return log_probs(model, task, args, option, batch=raw_sample(task))
 
 
-_TRAINER_CFG = {}
+_CONFIGS = {}
 
 
 def update(model, task, args, option):
     # the Trainer's configuration (update-freq, EMA, optimizer), converted once per option (0.5 s each): the
     # Trainer reads no model option, the model is built from the arch's own arguments
     key = tuple(option.flags)
-    if key not in _TRAINER_CFG:
-        _TRAINER_CFG[key] = convert_namespace_to_omegaconf(args)
-    cfg = _TRAINER_CFG[key]
+    if key not in _CONFIGS:
+        _CONFIGS[key] = convert_namespace_to_omegaconf(args)
+    cfg = _CONFIGS[key]
     trainer = Trainer(cfg, task, model, task.build_criterion(args))
     samples = [sample(task)] * cfg.optimization.update_freq[0]
     out = trainer.train_step(samples)
@@ -228,9 +228,12 @@ def hypos(model, task, args, option, second=None):
     """fairseq-generate's search with ``option``'s flags; ``second``: the other model of an ensemble."""
     gen_args = options.parse_args_and_arch(options.get_generation_parser(), [
         args.data, "-s", "src", "-t", "tgt", "--max-len-a", "0", "--max-len-b", "10", *option.flags])
-    if gen_args.retain_dropout:
+    if gen_args.retain_dropout:  # its configuration converted once per option, as the Trainer's (only read here)
+        key = ("generate", *option.flags)
+        if key not in _CONFIGS:
+            _CONFIGS[key] = convert_namespace_to_omegaconf(gen_args)
         model = copy.deepcopy(model)
-        model.prepare_for_inference_(convert_namespace_to_omegaconf(gen_args))
+        model.prepare_for_inference_(_CONFIGS[key])
     else:
         model.eval()
     models = [model] if second is None else [model, second]

@@ -8,6 +8,7 @@ group, the command's workers too), waits for a line of its output that marks the
 group. Every case has a time limit (``time_limit``; the processes' own waits are bounded too).
 """
 import filecmp
+import functools
 import gzip
 import inspect
 import os
@@ -376,18 +377,36 @@ def test_fp16s_minimum_loss_scale_is_named_with_its_flag():
 
 def dropout_on(arch, value, data):
     """The module paths whose dropout fairseq-generate's --retain-dropout [--retain-dropout-modules VALUE] keeps on."""
-    from fairseq import options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.modules import FairseqDropout
 
     model, _, _ = build_model(data, arch, *SMALL_MODEL_ARGS, "--dropout", "0.1", "--attention-dropout", "0.1",
                               "--activation-dropout", "0.1")
-    flags = ["--retain-dropout"] + (["--retain-dropout-modules", value] if value is not None else [])
-    gen = options.parse_args_and_arch(options.get_generation_parser(), [data, "-s", "src", "-t", "tgt", *flags])
     # fairseq's own prepare_for_inference_: this process may have run a command in-process, whose check of the names
     # (module_names.py, tested below) would refuse the ones that keep nothing on
-    inspect.unwrap(type(model).prepare_for_inference_)(model, convert_namespace_to_omegaconf(gen))
+    inspect.unwrap(type(model).prepare_for_inference_)(model, generation_config(value, data))
     return model, sorted(n for n, m in model.named_modules() if isinstance(m, FairseqDropout) and m.apply_during_inference)
+
+
+@functools.lru_cache(maxsize=None)
+def generation_config(value, data):
+    """fairseq-generate's configuration with --retain-dropout [--retain-dropout-modules VALUE] (read, not changed)."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    flags = ["--retain-dropout"] + (["--retain-dropout-modules", value] if value is not None else [])
+    gen = options.parse_args_and_arch(options.get_generation_parser(), [data, "-s", "src", "-t", "tgt", *flags])
+    return convert_namespace_to_omegaconf(gen)
+
+
+@pytest.fixture(scope="module")
+def dicts(tmp_path_factory):
+    return write_dicts(tmp_path_factory.mktemp("dicts"), 20)
+
+
+@functools.lru_cache(maxsize=None)
+def transformer_dropout_on(value, data):
+    """``dropout_on`` of fairseq's transformer, once per value."""
+    return dropout_on("transformer", value, data)[1]
 
 
 PLUGIN_ARCHS = ["fusion_transformer", "transformer_lexical_shortcuts", "transformer_multilayer_attention"]
@@ -397,12 +416,11 @@ PLUGIN_ARCHS = ["fusion_transformer", "transformer_lexical_shortcuts", "transfor
                                    "TransformerEncoder", "TransformerDecoder,MultiheadAttention",
                                    "TransformerEncoderLayer", None])
 @pytest.mark.parametrize("arch", PLUGIN_ARCHS)
-def test_monte_carlo_dropout_keeps_the_named_modules_on_as_for_transformer(tmp_path, arch, value):
+def test_monte_carlo_dropout_keeps_the_named_modules_on_as_for_transformer(dicts, arch, value):
     """The same module paths on as fairseq's transformer, by fairseq's own test on the command line's text (where
     ``TransformerEncoderLayer`` keeps only the encoder's embedding dropout on: ``TransformerEncoder`` is in it)."""
-    data = write_dicts(tmp_path, 20)
-    _, theirs = dropout_on("transformer", value, data)
-    model, ours = dropout_on(arch, value, data)
+    theirs = transformer_dropout_on(value, dicts)
+    model, ours = dropout_on(arch, value, dicts)
     assert theirs, "the control: fairseq's transformer keeps some dropout on"
     assert ours == theirs
 
