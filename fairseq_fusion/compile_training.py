@@ -100,11 +100,10 @@ def compiled(function, name, random="fused"):
         # torch < 2.5 has no dynamic floats (and no such option)
         floats = {"specialize_float": True} if hasattr(torch._dynamo.config, "specialize_float") else {}
 
+        @contextlib.contextmanager
         def settings():
-            stack = contextlib.ExitStack()
-            stack.enter_context(fx_config.patch(use_duck_shape=False))
-            stack.enter_context(torch._dynamo.config.patch(**floats))
-            return stack
+            with fx_config.patch(use_duck_shape=False), torch._dynamo.config.patch(**floats):
+                yield
 
         @functools.wraps(function)
         def run(*args, **kwargs):

@@ -201,13 +201,17 @@ def raw_log_probs(model, task, args, option):
 _CONFIGS = {}
 
 
-def update(model, task, args, option):
-    # the Trainer's configuration (update-freq, EMA, optimizer), converted once per option (0.5 s each): the
-    # Trainer reads no model option, the model is built from the arch's own arguments
-    key = tuple(option.flags)
+def converted(key, args):
+    """``args`` as fairseq's configuration, converted once per ``key`` (0.5 s each; the tests only read it)."""
     if key not in _CONFIGS:
         _CONFIGS[key] = convert_namespace_to_omegaconf(args)
-    cfg = _CONFIGS[key]
+    return _CONFIGS[key]
+
+
+def update(model, task, args, option):
+    # the Trainer's configuration (update-freq, EMA, optimizer), once per option: the Trainer reads no model option,
+    # the model is built from the arch's own arguments
+    cfg = converted(("train", *option.flags), args)
     trainer = Trainer(cfg, task, model, task.build_criterion(args))
     samples = [sample(task)] * cfg.optimization.update_freq[0]
     out = trainer.train_step(samples)
@@ -228,12 +232,9 @@ def hypos(model, task, args, option, second=None):
     """fairseq-generate's search with ``option``'s flags; ``second``: the other model of an ensemble."""
     gen_args = options.parse_args_and_arch(options.get_generation_parser(), [
         args.data, "-s", "src", "-t", "tgt", "--max-len-a", "0", "--max-len-b", "10", *option.flags])
-    if gen_args.retain_dropout:  # its configuration converted once per option, as the Trainer's (only read here)
-        key = ("generate", *option.flags)
-        if key not in _CONFIGS:
-            _CONFIGS[key] = convert_namespace_to_omegaconf(gen_args)
+    if gen_args.retain_dropout:
         model = copy.deepcopy(model)
-        model.prepare_for_inference_(_CONFIGS[key])
+        model.prepare_for_inference_(converted(("generate", *option.flags), gen_args))
     else:
         model.eval()
     models = [model] if second is None else [model, second]

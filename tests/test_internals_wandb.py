@@ -48,7 +48,7 @@ def run_file_records(path):
 def offline_history(folder):
     """[{key: value}] of the history records in the offline run files under ``folder``: read with wandb's own record
     type (``wandb.proto``) in a process that has wandb on its path."""
-    code = (f"import glob, json, os, sys; sys.path.insert(0, {HERE!r}); import test_internals_wandb as t; "
+    code = (f"import json, sys; sys.path.insert(0, {HERE!r}); import test_internals_wandb as t; "
             f"print(json.dumps(t.history_rows({folder!r})))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=WANDB_DIR))

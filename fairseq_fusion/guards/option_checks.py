@@ -40,7 +40,7 @@ def plugin_flags():
     """The plugin's model flags by name, as registered now."""
     from ..fusion_options import GROUPS
 
-    return {f.name: f for g in reversed(GROUPS) for f in g.flags}  # of two groups with a name, the first's
+    return {f.name: f for g in reversed(GROUPS) for f in g.flags}  # a name in two groups: the first group's flag
 
 
 def plugin_flag(name):
