@@ -178,6 +178,10 @@ CHANGES = [
            "core, said at WARNING", "command", "tests/test_cpu_threads.py::test_a_busy_core_takes_one_thread_away",
            "compat.cpu_threads.fit_to_free_cores",
            when="CUDA, a thread variable set, FUSION_CPU_THREADS=off, torch's count chosen, no other work"),
+    Change("atexit.register", "a DDP rank's process group destroyed at exit: fairseq leaves it up, and gloo's threads "
+           "then end the rank in std::terminate (SIGABRT) after its last line", "command",
+           "tests/test_save_dir_lock.py::test_a_command_line_run_destroys_its_process_group_at_exit",
+           "compat.process_group_exit.destroy_at_exit"),
     Change("sys.meta_path", "patches fairseq_cli's command modules whenever they are imported (cli_hooks.py)",
            "command", "tests/test_refusals.py::test_fairseq_commands_name_an_unusable_folder_file_or_split",
            "compat.cli_hooks.install"),

@@ -7,6 +7,7 @@ Snapshots, before and after that import, every attribute of the fairseq, fairseq
 ``changed``, the names of what differs, and ``listed``, each listed change's name in the same spelling.
 """
 import argparse  # noqa: F401  (walked: the tools patch its parser)
+import atexit
 import importlib
 import inspect
 import json
@@ -60,6 +61,7 @@ def settings():
             "torch.backends.cuda.matmul.allow_tf32": cuda.matmul.allow_tf32,
             "torch.get_default_dtype": torch.get_default_dtype()}
     seen["os.register_at_fork"] = forked_child_sigint()
+    seen["atexit.register"] = atexit._ncallbacks()  # how many exit handlers are registered
     for flag in ("cudnn_sdp_enabled", "flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled"):
         seen[f"torch.backends.cuda.{flag}"] = getattr(cuda, flag)()
     for name, logger in list(logging.root.manager.loggerDict.items()):

@@ -48,7 +48,8 @@ def test_importing_the_plugin_changes_no_process_wide_setting():
     """Threads, hooks, warnings, loggers and torch's backends are the command-line run's, never the import's."""
     at_import = {c.target for c in in_scope("import", "fix", "plugin")}
     assert not at_import & {"sys.excepthook", "warnings.showwarning", "warnings.filters", "sys.meta_path",
-                            "torch.set_num_threads", "torch.backends.cuda.cudnn_sdp_enabled"}
+                            "torch.set_num_threads", "torch.backends.cuda.cudnn_sdp_enabled",
+                            "atexit.register"}
     assert {c.target for c in in_scope("import")} == {"torch.serialization.get_safe_globals",
                                                      "fairseq.utils.import_user_module"}
 

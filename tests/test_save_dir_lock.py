@@ -153,6 +153,29 @@ def test_every_rank_of_a_ddp_training_refuses_with_rank_0(multi30k_slice, tmp_pa
         assert last.startswith(f"{PREFIX}--save-dir {folder} is in use by another training (pid 12345"), err[-3000:]
 
 
+EXIT_PROBE = """
+import atexit, sys
+import torch.distributed as dist
+# registered first, so it runs after every handler registered later (the last registered runs first)
+atexit.register(lambda: print("group up at exit:", dist.is_initialized(), flush=True))
+if sys.argv[2] == "command-line run":
+    import fairseq_fusion.command_line
+    fairseq_fusion.command_line.configure()
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], world_size=1, rank=0)
+"""
+
+
+@pytest.mark.parametrize("run, up_at_exit", [("command-line run", False), ("own program", True)])
+def test_a_command_line_run_destroys_its_process_group_at_exit(tmp_path, run, up_at_exit):
+    """fairseq leaves a DDP rank's process group up; gloo's threads then end the rank in std::terminate (SIGABRT)
+    after its last line, at random (a refused rank above, 2 of 30 bare two-rank runs). A command-line run destroys
+    the group while the interpreter is whole; a program of one's own keeps its group as it made it."""
+    proc = subprocess.run([sys.executable, "-c", EXIT_PROBE, str(tmp_path / "init"), run], capture_output=True,
+                          text=True, cwd=REPO, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == f"group up at exit: {up_at_exit}"
+
+
 def test_a_refusal_in_a_spawned_rank_is_its_one_line():
     """torch.multiprocessing.spawn (one process per GPU) hands the parent the rank's traceback as text."""
     from fairseq_fusion.guards import save_dir_lock
