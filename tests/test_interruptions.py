@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from importlib import metadata
@@ -229,12 +230,40 @@ def test_ctrl_c_in_every_fusion_command_is_its_one_line_and_status_130(command, 
         try:
             main()
         except KeyboardInterrupt:
-            import sys
-
             sys.excepthook(*sys.exc_info())
     assert ended.value.status == 130
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == f"fairseq-fusion: interrupted; {command} stopped before it finished"
+
+
+def test_ctrl_c_while_a_split_is_opened_says_only_its_line(multi30k_slice, monkeypatch, capsys):
+    """Ctrl-C inside fairseq's MMapIndexedDataset.__init__ (a training loading its data) leaves it half-built; its
+    __del__ then fails (AttributeError) when the interrupted frames are collected: nothing of that is said after the
+    one line."""
+    from fairseq.data import indexed_dataset
+
+    def pressed(path):
+        raise KeyboardInterrupt
+
+    def exit_now(status):
+        raise Exited(status)
+
+    unsaid = []
+    monkeypatch.setattr(indexed_dataset, "_warmup_mmap_file", pressed)
+    monkeypatch.setattr(sys, "unraisablehook", unsaid.append)  # what Python would print as "Exception ignored in"
+    monkeypatch.setattr(os, "_exit", exit_now)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)
+    monkeypatch.setattr(command_output, "stop_children", lambda: None)
+    try:
+        indexed_dataset.MMapIndexedDataset(os.path.join(multi30k_slice, "train.en-de.en"))
+    except KeyboardInterrupt as e:
+        tb = e.__traceback__
+    with command_state(["fairseq-generate"]), pytest.raises(Exited) as ended:
+        command_output.report_interrupt(tb)
+    assert ended.value.status == 130 and unsaid == []
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "fairseq-fusion: interrupted; fairseq-generate stopped before it finished"]
+    assert sys.unraisablehook == unsaid.append  # the hook is Python's again for what follows
 
 
 def test_a_checkpoint_save_finishes_before_ctrl_c_ends_the_training(tmp_path):

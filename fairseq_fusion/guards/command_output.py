@@ -114,13 +114,24 @@ def flush_log_writers():
 
 def _collect(tb):
     """What the interrupted frames held, collected: a worker pool's semaphores are given back to multiprocessing's
-    resource tracker, which would otherwise warn of them as leaked after this process has gone."""
+    resource tracker, which would otherwise warn of them as leaked after this process has gone. An object Ctrl-C left
+    half-built fails in its ``__del__`` here (fairseq's ``MMapIndexedDataset`` interrupted in ``__init__``:
+    "Exception ignored in ... AttributeError" after the one line): said nowhere, as the process ends now."""
     import gc
     import traceback
 
-    if tb is not None:
-        traceback.clear_frames(tb)
-    gc.collect()
+    previous = sys.unraisablehook
+    sys.unraisablehook = _unsaid
+    try:
+        if tb is not None:
+            traceback.clear_frames(tb)
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+
+
+def _unsaid(unraisable):
+    pass
 
 
 def exit_now(status):
