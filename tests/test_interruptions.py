@@ -258,6 +258,8 @@ def test_ctrl_c_while_a_split_is_opened_says_only_its_line(multi30k_slice, monke
         indexed_dataset.MMapIndexedDataset(os.path.join(multi30k_slice, "train.en-de.en"))
     except KeyboardInterrupt as e:
         tb = e.__traceback__
+    else:
+        pytest.fail("MMapIndexedDataset no longer calls _warmup_mmap_file: the Ctrl-C did not land in its __init__")
     with command_state(["fairseq-generate"]), pytest.raises(Exited) as ended:
         command_output.report_interrupt(tb)
     assert ended.value.status == 130 and unsaid == []

@@ -1,7 +1,8 @@
 """One --save-dir, one training (save_dir_lock.py, issue 49 item 2): a training holds a kernel lock on
 SAVE_DIR/training.lock from before it writes anything until it ends; a second one into the folder (fairseq-train,
 fairseq-hydra-train, every rank of a DDP run) refuses in one line naming the holder and leaves the folder as it was; a
-killed holder frees it; --no-save runs take no lock."""
+killed holder frees it; --no-save runs take no lock. A refused DDP rank ended, now and then, in SIGABRT after its
+line: a command-line run destroys its process group at exit (compat/process_group_exit.py)."""
 import json
 import os
 import re
